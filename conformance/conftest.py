@@ -1,0 +1,32 @@
+"""Shared helpers of the conformance suite; the plugin (pytest_palw) provides the fixtures."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_palw.fixtures.launch_table import expected_launches, expected_mmvq_launches
+
+STREAMS = {"v2": 361, "v1": 253}
+
+
+@pytest.fixture(scope="session")
+def lib(palw_runtime):
+    """The PALW ABI's constants and functions (cffi, from the header)."""
+    return palw_runtime.lib
+
+
+@pytest.fixture(scope="session")
+def ffi(palw_runtime):
+    return palw_runtime.ffi
+
+
+@pytest.fixture(scope="session")
+def launch_table(palw_session, palw_model):
+    """The expected 361-launch order for this model's widths (fixtures/launch_table.py)."""
+    return expected_launches(palw_session.model_profile.table_profile())
+
+
+@pytest.fixture(scope="session")
+def mmvq_table(palw_session, palw_model):
+    """The expected 253-launch V1 (MMVQ-only) order."""
+    return expected_mmvq_launches(palw_session.model_profile.table_profile())

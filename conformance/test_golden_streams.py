@@ -1,0 +1,37 @@
+"""Claim: the encoded record stream is golden. Full stream per (model, device class, token);
+the structural stream (sketch lanes zeroed) is the same on every device class.
+
+A deliberate change is recorded with ``pytest --snapshot-update`` (syrupy); the files live in
+fixtures/goldens/test_golden_streams/ and are reviewed like code.
+"""
+
+import pytest
+
+from pytest_palw.codec import structural
+from pytest_palw.goldens import GoldenStreamExtension, device_label, model_label
+
+
+@pytest.fixture
+def golden(snapshot):
+    return snapshot.use_extension(GoldenStreamExtension)
+
+
+@pytest.mark.palw_pinned
+def test_full_stream(palw_trace, palw_session, palw_token, golden):
+    assert palw_trace.record_count == 361
+    name = f"v2-{model_label(palw_session)}-{device_label(palw_session)}-t{palw_token}"
+    assert palw_trace.python_stream == golden(name=name)
+
+
+@pytest.mark.palw_pinned
+def test_structural_stream(palw_trace, palw_session, palw_token, golden):
+    assert palw_trace.record_count == 361
+    name = f"v2-structural-{model_label(palw_session)}-t{palw_token}"
+    assert structural(palw_trace.python_stream) == golden(name=name)
+
+
+@pytest.mark.palw_cpu
+def test_cpu_reference_stream(palw_cpu_reference, palw_session, palw_token, golden):
+    stream = palw_cpu_reference.python_stream
+    assert len(stream) == 361 * 452
+    assert stream == golden(name=f"cpu-reference-{model_label(palw_session)}-t{palw_token}")

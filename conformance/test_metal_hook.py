@@ -1,0 +1,28 @@
+"""Claim (seed patch, ggml-metal): ggml_metal_palw_set_dispatch_hook reports every Metal compute
+dispatch with its pipeline name and threadgroup geometry.
+
+On an Apple GPU this case would build the metal variant, install a hook that records
+(pipeline, tg0..2, tptg0..2), run the one-token decode and check one dispatch per compute
+node with the kernel names of the Qwen3 graph (kernel_mul_mv_q4_K_f32, kernel_soft_max_f32 ...).
+Nothing here can run it: there is no Metal device off macOS.
+"""
+
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.palw_cpu
+
+
+@pytest.mark.palw_metal
+@pytest.mark.skipif(sys.platform != "darwin", reason="Metal dispatch hook needs macOS with an Apple GPU and a "
+                    "metal build (`palw build --variant metal`, not implemented off macOS)")
+def test_metal_dispatch_hook_reports_dispatches():
+    pytest.fail("the metal variant is not implemented yet: this case needs an Apple GPU to develop")
+
+
+def test_metal_hook_is_declared_in_the_patched_header(palw_session):
+    header = palw_session.build.source_dir / "ggml" / "include" / "ggml-metal.h"
+    text = header.read_text()
+    assert "ggml_metal_palw_set_dispatch_hook(ggml_metal_palw_dispatch_cb cb, void * user_data)" in text
+    assert "int tptg0, int tptg1, int tptg2" in text

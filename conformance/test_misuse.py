@@ -1,0 +1,280 @@
+"""Claim: misuse is refused cleanly: the documented status, exactly one INVALID_REQUEST fault
+(without an association), no producer left behind; lifecycle calls out of order return the
+documented status; 1000 attach/destroy cycles keep GPU memory flat.
+
+On a CPU-only runtime every attach is refused (no CUDA backend exposes the PALW procs), so
+the CPU tier checks the refusal shape and the GPU tier adds the positive controls.
+"""
+
+import ctypes
+
+import pytest
+
+from pytest_palw.discovery import Discovery
+from pytest_palw.names import fault_name, status_name
+from pytest_palw.trace import TraceSession
+
+REQUEST_FIELDS = ["abi_version", "struct_size", "expected_count", "capacity", "producer_context",
+                  "null_approve", "null_fault"]
+CONTEXT_FIELDS = {"cb_eval": None, "flash_attention": {"flash_attn_type": 1},
+                  "n_batch": {"n_batch": 2}, "n_ubatch": {"n_batch": 2, "n_ubatch": 2},
+                  "n_seq_max": {"n_seq_max": 2, "n_outputs_max": 2}}  # llama needs outputs >= seqs
+MODEL_FIELDS = ["wrong-arch", "layers-35", "heads-16", "head-dim-64"]
+
+
+class _Quiet(Discovery):
+    """An eval callback that observes nothing (cb_eval merely set)."""
+
+    def on_eval(self, tensor, ask):
+        return False
+
+
+def _session(palw_runtime, palw_discovery, palw_session, version):
+    candidates = palw_discovery.candidates if version == 2 else palw_discovery.mmvq
+    return TraceSession(palw_runtime, candidates, version=version, digests=palw_session.kernel_digests)
+
+
+def _attach(lib, context, session, capacity=None, request=None):
+    attach = lib.llama_palw_cuda_trace_attach_v2 if session.version == 2 else lib.llama_palw_cuda_trace_attach
+    request = session.request if request is None else request
+    count = session.request.expected_launch_count
+    return attach(context.cptr, count if capacity is None else capacity, request)
+
+
+def _assert_refused(lib, ffi, context, session, status, faults_expected=1):
+    assert status_name(lib, status) == "INVALID_ARGUMENT"
+    faults = [(status_name(lib, f.status), fault_name(lib, f.fault), f.with_association) for f in session.faults]
+    assert faults == [("INVALID_ARGUMENT", "INVALID_REQUEST", False)] * faults_expected
+    outs = ffi.new("uint64_t[2]"), ffi.new("uint32_t *"), ffi.new("int *")
+    no_producer = lib.llama_palw_cuda_trace_diagnostics(context.cptr, outs[0], outs[0] + 1, outs[1], outs[2])
+    assert status_name(lib, no_producer) == "INVALID_ARGUMENT", "a refused attach left a producer behind"
+    assert status_name(lib, lib.llama_palw_cuda_trace_destroy(context.cptr)) == "INVALID_ARGUMENT"
+
+
+@pytest.mark.palw_cpu
+@pytest.mark.parametrize("version", [2, 1])
+@pytest.mark.parametrize("field", REQUEST_FIELDS)
+def test_invalid_request_field(field, version, palw_runtime, palw_discovery, palw_session, palw_context):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    request, capacity, faults_expected = session.request, None, 1
+    if field == "abi_version":
+        request.abi_version = 99
+    elif field == "struct_size":
+        request.struct_size -= 8
+    elif field == "expected_count":
+        request.expected_launch_count = 360 if version == 2 else 0
+    elif field == "capacity":
+        capacity = request.expected_launch_count - 1
+    elif field == "producer_context":
+        request.producer_context = ffi.cast("palw_cuda_producer_trace_context_v3 *", 0x1000)
+    elif field == "null_approve":
+        request.approve = ffi.NULL
+    elif field == "null_fault":
+        request.fault = ffi.NULL
+        faults_expected = 0  # nothing to call back
+    context = palw_context()
+    _assert_refused(lib, ffi, context, session, _attach(lib, context, session, capacity), faults_expected)
+
+
+@pytest.mark.palw_cpu
+@pytest.mark.parametrize("version", [2, 1])
+def test_null_request(version, palw_runtime, palw_context):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    attach = lib.llama_palw_cuda_trace_attach_v2 if version == 2 else lib.llama_palw_cuda_trace_attach
+    context = palw_context()
+    assert status_name(lib, attach(context.cptr, 361, ffi.NULL)) == "INVALID_ARGUMENT"
+    assert status_name(lib, attach(ffi.NULL, 361, ffi.NULL)) == "INVALID_ARGUMENT"
+
+
+@pytest.mark.palw_cpu
+@pytest.mark.parametrize("version", [2, 1])
+@pytest.mark.parametrize("field", sorted(CONTEXT_FIELDS))
+def test_invalid_context_policy(field, version, palw_runtime, palw_discovery, palw_session, palw_context):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    if field == "cb_eval":
+        context = palw_context(eval_owner=_Quiet(runtime=palw_runtime), verify=False)
+    else:
+        context = palw_context(verify=False, **CONTEXT_FIELDS[field])
+    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+
+
+@pytest.mark.palw_cpu
+@pytest.mark.parametrize("fixture", MODEL_FIELDS)
+def test_wrong_model_profile(fixture, palw_runtime, palw_discovery, palw_session):
+    from pytest_palw.fixtures.models import ensure_negative
+
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    model = palw_runtime.load_model(ensure_negative(fixture))
+    try:
+        session = _session(palw_runtime, palw_discovery, palw_session, 2)
+        with model.context() as context:
+            _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+    finally:
+        model.free()
+
+
+@pytest.mark.palw_cpu
+@pytest.mark.parametrize("version", [2, 1])
+def test_context_already_evaluated(version, palw_runtime, palw_discovery, palw_session, palw_context, palw_token):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    context = palw_context()
+    assert context.decode(palw_token) == 0
+    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+
+
+@pytest.mark.palw_cpu
+def test_state_imported(palw_runtime, palw_discovery, palw_session, palw_context, palw_token):
+    lib, ffi, llama = palw_runtime.lib, palw_runtime.ffi, palw_runtime.llama
+    donor = palw_context()
+    assert donor.decode(palw_token) == 0
+    size = llama.llama_state_get_size(donor.pointer)
+    state = (ctypes.c_uint8 * size)()
+    assert llama.llama_state_get_data(donor.pointer, state, size) == size
+    context = palw_context()
+    assert llama.llama_state_set_data(context.pointer, state, size) == size
+    session = _session(palw_runtime, palw_discovery, palw_session, 2)
+    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+
+
+@pytest.mark.palw_cpu
+def test_calls_without_a_trace(palw_runtime, palw_context):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    context = palw_context()
+    out = ffi.new("uint64_t *")
+    records = ffi.new("palw_cuda_trace_record_v3[1]")
+    info = ffi.new("palw_cuda_llama_mmvq_kernel_info_v1 *")
+    attention = ffi.new("palw_cuda_llama_attention_kernel_info_v1 *")
+    capture = ffi.new("palw_cuda_producer_grouped_capture_info_v3 *")
+    association = ffi.new("palw_cuda_llama_trace_association_v2 *")
+    outs = ffi.new("uint64_t[2]"), ffi.new("uint32_t *"), ffi.new("int *")
+    for target in (context.cptr, ffi.NULL):
+        statuses = {
+            "unbind": lib.llama_palw_cuda_trace_unbind(target, out),
+            "finalize": lib.llama_palw_cuda_trace_finalize(target, records, 1),
+            "destroy": lib.llama_palw_cuda_trace_destroy(target),
+            "diagnostics": lib.llama_palw_cuda_trace_diagnostics(target, outs[0], outs[0] + 1, outs[1], outs[2]),
+            "kernel_info": lib.llama_palw_cuda_trace_kernel_info(target, lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K, info),
+            "attention_kernel_info": lib.llama_palw_cuda_trace_attention_kernel_info(target, association, attention),
+            "grouped_capture_info": lib.llama_palw_cuda_trace_grouped_capture_info(target, capture),
+        }
+        assert {k: status_name(lib, v) for k, v in statuses.items()} == dict.fromkeys(statuses, "INVALID_ARGUMENT")
+
+
+@pytest.mark.palw_cpu
+@pytest.mark.parametrize("version", [2, 1])
+def test_valid_request_control(version, palw_runtime, palw_discovery, palw_session, palw_context):
+    """The control for the refusals: a valid request attaches iff a CUDA backend is present."""
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    context = palw_context()
+    before = bytes(ffi.buffer(session.request))
+    status = _attach(lib, context, session)
+    if not palw_runtime.has_cuda_trace:
+        _assert_refused(lib, ffi, context, session, status)
+        return
+    assert status_name(lib, status) == "OK" and session.faults == []
+    assert bytes(ffi.buffer(session.request)) == before, "attach modified the caller's request"
+    out = ffi.new("uint64_t *")
+    assert status_name(lib, lib.llama_palw_cuda_trace_unbind(context.cptr, out)) != "OK"  # nothing ran
+    assert status_name(lib, lib.llama_palw_cuda_trace_destroy(context.cptr)) == "OK"
+
+
+# -- lifecycle with a live trace (GPU tier) ------------------------------------------------------
+
+@pytest.fixture
+def attached(palw_runtime, palw_discovery, palw_session, palw_context):
+    lib = palw_runtime.lib
+    session = _session(palw_runtime, palw_discovery, palw_session, 2)
+    context = palw_context()
+    assert status_name(lib, _attach(lib, context, session)) == "OK"
+    from pytest_palw.run import query_kernel_infos
+
+    assert status_name(lib, query_kernel_infos(palw_runtime, context, session)) == "OK"
+    return context, session
+
+
+@pytest.mark.palw_gpu
+def test_already_attached(attached, palw_runtime, palw_discovery, palw_session):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    context, _ = attached
+    second = _session(palw_runtime, palw_discovery, palw_session, 2)
+    status = _attach(lib, context, second)
+    assert status_name(lib, status) == "INVALID_ARGUMENT"
+    assert [(status_name(lib, f.status), fault_name(lib, f.fault)) for f in second.faults] == [
+        ("INVALID_ARGUMENT", "INVALID_REQUEST")]
+    out = ffi.new("uint64_t *")
+    lib.llama_palw_cuda_trace_unbind(context.cptr, out)
+    assert status_name(lib, lib.llama_palw_cuda_trace_destroy(context.cptr)) == "OK"
+
+
+@pytest.mark.palw_pinned
+def test_lifecycle_out_of_order(attached, palw_runtime, palw_token):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    context, session = attached
+    records = ffi.new("palw_cuda_trace_record_v3[]", 361)
+    out = ffi.new("uint64_t *")
+    steps = {"destroy_while_bound": lib.llama_palw_cuda_trace_destroy(context.cptr)}
+    assert context.decode(palw_token) == 0
+    steps["finalize_before_unbind"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, 361)
+    steps["unbind"] = lib.llama_palw_cuda_trace_unbind(context.cptr, out)
+    steps["unbind_twice"] = lib.llama_palw_cuda_trace_unbind(context.cptr, out)
+    steps["finalize"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, 361)
+    steps["finalize_twice"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, 361)
+    steps["destroy"] = lib.llama_palw_cuda_trace_destroy(context.cptr)
+    steps["destroy_twice"] = lib.llama_palw_cuda_trace_destroy(context.cptr)
+    assert {k: status_name(lib, v) for k, v in steps.items()} == {
+        "destroy_while_bound": "PENDING", "finalize_before_unbind": "INVALID_ARGUMENT", "unbind": "OK",
+        "unbind_twice": "INVALID_ARGUMENT", "finalize": "OK", "finalize_twice": "INVALID_ARGUMENT",
+        "destroy": "OK", "destroy_twice": "INVALID_ARGUMENT"}
+    assert session.callback_errors == []
+
+
+@pytest.mark.palw_gpu
+def test_state_import_while_a_trace_exists(attached, palw_runtime, palw_context, palw_token):
+    lib, ffi, llama = palw_runtime.lib, palw_runtime.ffi, palw_runtime.llama
+    context, _ = attached
+    donor = palw_context()
+    assert donor.decode(palw_token) == 0
+    size = llama.llama_state_get_size(donor.pointer)
+    state = (ctypes.c_uint8 * size)()
+    llama.llama_state_get_data(donor.pointer, state, size)
+    assert llama.llama_state_set_data(context.pointer, state, size) == 0, "state import was accepted"
+    out = ffi.new("uint64_t *")
+    lib.llama_palw_cuda_trace_unbind(context.cptr, out)
+    assert status_name(lib, lib.llama_palw_cuda_trace_destroy(context.cptr)) == "OK"
+
+
+def _free_device_memory(palw_runtime) -> int:
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    free, total = ffi.new("size_t *"), ffi.new("size_t *")
+    for index in range(lib.ggml_backend_dev_count()):
+        device = lib.ggml_backend_dev_get(index)
+        if ffi.string(lib.ggml_backend_dev_name(device)).startswith(b"CUDA"):
+            lib.ggml_backend_dev_memory(device, free, total)
+            return int(free[0])
+    raise AssertionError("no CUDA device registered")
+
+
+@pytest.mark.palw_gpu
+def test_attach_destroy_cycles_keep_memory_flat(palw_runtime, palw_discovery, palw_session, palw_context, palw_token):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    context = palw_context()
+    out = ffi.new("uint64_t *")
+
+    def cycle():
+        session = _session(palw_runtime, palw_discovery, palw_session, 2)
+        assert _attach(lib, context, session) == lib.PALW_CUDA_TRACE_OK
+        lib.llama_palw_cuda_trace_unbind(context.cptr, out)
+        assert lib.llama_palw_cuda_trace_destroy(context.cptr) == lib.PALW_CUDA_TRACE_OK
+
+    for _ in range(10):  # warm the allocator
+        cycle()
+    before = _free_device_memory(palw_runtime)
+    for _ in range(1000):
+        cycle()
+    after = _free_device_memory(palw_runtime)
+    palw_session.notes["attach_destroy_1000_free_delta_bytes"] = after - before
+    assert before - after <= 2 << 20, f"{(before - after) / 2**20:.1f} MiB lost over 1000 cycles"

@@ -1,0 +1,122 @@
+"""Claim: a positive trace commits 361 (V2) / 253 (V1) records that verify one by one, encode
+canonically (C codec = Python encoder), fingerprint identically over runs and equal to the seed
+smoke tool's, and whose device sketches equal host sketches of the same outputs."""
+
+import json
+import subprocess
+
+import pytest
+
+from pytest_palw.names import status_name
+from pytest_palw.run import run_trace
+from pytest_palw.verify import record_mismatches
+
+pytestmark = pytest.mark.palw_pinned
+
+
+def _positive_statuses(run, lib, count):
+    return {
+        "attach": status_name(lib, run.attach_status), "kernel_info": status_name(lib, run.info_status),
+        "decode": run.decode_status, "unbind": status_name(lib, run.unbind_status), "accepted": run.accepted,
+        "before_finalize": (run.before_finalize.count, run.before_finalize.committed,
+                            run.before_finalize.faults, run.before_finalize.poisoned),
+        "finalize": status_name(lib, run.finalize_status),
+        "after_finalize": (run.after_finalize.count, run.after_finalize.committed,
+                           run.after_finalize.faults, run.after_finalize.poisoned),
+        "destroy": status_name(lib, run.destroy_status),
+    }
+
+
+def _expected_statuses(count):
+    return {"attach": "OK", "kernel_info": "OK", "decode": 0, "unbind": "OK", "accepted": count,
+            "before_finalize": (count, 0, 0, 0), "finalize": "OK", "after_finalize": (count, count, 0, 0),
+            "destroy": "OK"}
+
+
+def test_v2_statuses(palw_trace, lib):
+    assert _positive_statuses(palw_trace, lib, 361) == _expected_statuses(361)
+
+
+def test_v1_statuses(palw_trace_v1, lib):
+    assert _positive_statuses(palw_trace_v1, lib, 253) == _expected_statuses(253)
+
+
+@pytest.mark.parametrize("stream", ["palw_trace", "palw_trace_v1"])
+def test_callbacks(stream, request):
+    run = request.getfixturevalue(stream)
+    session, count = run.session, (361 if stream == "palw_trace" else 253)
+    assert session.callback_errors == []
+    assert (session.approved, session.launch_notifications, len(session.faults), int(session.error)) == (count, count, 0, 0)
+
+
+@pytest.mark.parametrize("index", range(361))
+def test_v2_record(index, palw_trace, palw_discovery, ffi, lib):
+    assert index < palw_trace.record_count
+    problems = record_mismatches(ffi, palw_trace.records[index], index, palw_discovery.candidates[index],
+                                 palw_trace.session.infos, lib)
+    assert problems == []
+
+
+@pytest.mark.parametrize("index", range(253))
+def test_v1_record(index, palw_trace_v1, palw_discovery, ffi, lib):
+    assert index < palw_trace_v1.record_count
+    record = palw_trace_v1.records[index]
+    problems = record_mismatches(ffi, record, index, palw_discovery.mmvq[index], palw_trace_v1.session.infos, lib)
+    assert problems == []
+
+
+@pytest.mark.parametrize("stream", ["palw_trace", "palw_trace_v1"])
+def test_c_codec_equals_python_encoder(stream, request):
+    run = request.getfixturevalue(stream)
+    assert run.c_stream is not None, "the runtime's backend API offered no encode_record"
+    assert len(run.python_stream) == run.record_count * 452
+    assert run.c_stream == run.python_stream
+
+
+def test_fingerprint_stable_over_three_runs(palw_trace, palw_model, palw_producer, palw_token, palw_context, palw_session):
+    fingerprints = [palw_trace.fingerprint]
+    for _ in range(2):
+        fingerprints.append(run_trace(palw_context(), palw_producer(version=2), palw_token).fingerprint)
+    palw_session.notes["fingerprint_runs"] = fingerprints
+    assert len(set(fingerprints)) == 1, fingerprints
+
+
+@pytest.fixture(scope="session")
+def palw_reference(palw_model, palw_token):
+    from pytest_palw.reference import reference_run
+
+    return reference_run(palw_model, palw_token)
+
+
+@pytest.mark.parametrize("index", range(361))
+def test_device_sketch_equals_host_sketch(index, palw_trace, palw_reference):
+    """Reference: the untraced decode with every node its own scheduler split (pytest_palw.reference)."""
+    assert palw_reference.decode_status == 0 and len(palw_reference.tiles) == 361
+    lanes = _host_lanes(palw_reference)[index]
+    device = list(palw_trace.records[index].base.base.sketch)
+    assert device == lanes
+
+
+def _host_lanes(reference):
+    if not hasattr(reference, "_lanes"):
+        reference._lanes = reference.sketches()
+    return reference._lanes
+
+
+def test_fingerprint_equals_seed_smoke(palw_trace, palw_session, palw_token):
+    tools = palw_session.build.manifest.get("outputs", {}).get("tools", {})
+    smoke = tools.get("smoke")
+    if not smoke:
+        pytest.fail("the runtime manifest names no llama-palw-mmvq-smoke (a cuda build has it)")
+    if palw_session.model_profile.n_embd != 4096 or palw_session.model_profile.n_vocab != 151936:
+        pytest.skip("the seed smoke tool accepts only the full Qwen3-8B shapes: run with "
+                    "--palw-model=profile:full (or a real Qwen3-8B Q4_K_M GGUF)")
+    digest = palw_session.kernel_digests["q4_k"].hex()
+    args = [smoke, "--model", str(palw_session.model.path), "--mixed"] + [
+        item for name in ("q4", "q6", "qk", "softmax", "pv") for item in (f"--{name}-cubin-sha256", digest)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    palw_session.fingerprints["seed_smoke_v2"] = report["canonical_record_fnv1a64"]
+    assert report["status"] == "ok" and report["token"] == palw_token
+    assert report["canonical_record_fnv1a64"] == palw_trace.fingerprint

@@ -1,0 +1,90 @@
+"""Compile and import a cffi API-mode extension, cached by the digest of its inputs."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import sys
+import sysconfig
+from contextlib import contextmanager
+from pathlib import Path
+
+import cffi
+
+from ..errors import ToolMissingError
+from ..paths import cache_dir
+
+
+@contextmanager
+def _locked(path: Path):
+    """Serialize builds of one extension across xdist workers and processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _digest(*parts: object) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part.read_bytes() if isinstance(part, Path) else repr(part).encode()
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def build_extension(
+    prefix: str,
+    cdef: str,
+    source: str,
+    *,
+    sources: list[Path] = (),
+    include_dirs: list[Path] = (),
+    library_dirs: list[Path] = (),
+    libraries: list[str] = (),
+    define_macros: list[tuple[str, str]] = (),
+):
+    """Build (once) and import the extension; returns the module (``.ffi``, ``.lib``)."""
+    sources = [Path(s) for s in sources]
+    key = _digest(cdef, source, *sources, [str(p) for p in include_dirs],
+                  [str(p) for p in library_dirs], list(libraries), list(define_macros),
+                  cffi.__version__, sys.version, sysconfig.get_platform())
+    # Included headers count too: the layouts come from them.
+    for directory in include_dirs:
+        for header in sorted(Path(directory).glob("*.h")):
+            key = _digest(key, header)
+    name = f"_{prefix}_{key[:16]}"
+    target = cache_dir("bindings") / name
+    with _locked(cache_dir("bindings") / f"{name}.lock"):
+        built = sorted(target.glob(f"{name}*.so"))
+        if not built:
+            ffi = cffi.FFI()
+            ffi.cdef(cdef)
+            ffi.set_source(
+                name,
+                source,
+                source_extension=".cpp",
+                sources=[str(s) for s in sources],
+                include_dirs=[str(p) for p in include_dirs],
+                library_dirs=[str(p) for p in library_dirs],
+                runtime_library_dirs=[str(p) for p in library_dirs],
+                libraries=list(libraries),
+                define_macros=list(define_macros),
+                extra_compile_args=["-std=c++17", "-O1", "-w"],
+                # Bind the extension's own copies of shared names to itself.
+                extra_link_args=["-Wl,-Bsymbolic"],
+            )
+            try:
+                ffi.compile(tmpdir=str(target), verbose=False)
+            except Exception as error:  # distutils raises several unrelated types
+                raise ToolMissingError(
+                    f"compiling the cffi extension {name} failed ({error}); it needs a C++ "
+                    f"compiler and the Python headers (python3-dev)") from error
+            built = sorted(target.glob(f"{name}*.so"))
+    spec = importlib.util.spec_from_file_location(name, built[0])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,41 @@
+"""The PALW ABI on the host alone: header validators, codec and launch contract.
+
+Needs no runtime build: the extension compiles the header plus the two host-only
+sources of native/ (record_codec.cpp, producer_contract.cpp). Used by the CPU
+tests of the native code and as the C side of the codec cross-check.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from ..paths import NATIVE_RUNTIME_DIR
+from .cdef import defined_functions, header_cdef
+from .compile import build_extension
+
+HEADER = NATIVE_RUNTIME_DIR / "palw_cuda_llama_mmvq.h"
+HOST_SOURCES = [NATIVE_RUNTIME_DIR / "record_codec.cpp", NATIVE_RUNTIME_DIR / "producer_contract.cpp"]
+FIRST_DECLARATION = "typedef enum palw_cuda_trace_status"
+
+
+def declared_functions() -> set[str]:
+    """Every non-inline function the header declares."""
+    text = HEADER.read_text()
+    names = set(re.findall(r"^\w[\w\s\*]*?\b(palw_\w+)\s*\(", text, re.M))
+    return {n for n in names if not re.search(rf"static inline[^;{{]*\b{n}\s*\(", text)}
+
+
+@functools.lru_cache(maxsize=None)
+def load_host_abi():
+    """The compiled host ABI module: ``.ffi`` (types, layouts) and ``.lib`` (functions, constants)."""
+    sources = [s for s in HOST_SOURCES if s.exists()]
+    linkable = defined_functions(sources, declared_functions())
+    cdef = header_cdef(HEADER, FIRST_DECLARATION, linkable)
+    return build_extension(
+        "palw_hostabi",
+        cdef,
+        '#include "palw_cuda_llama_mmvq.h"\n',
+        sources=sources,
+        include_dirs=[NATIVE_RUNTIME_DIR],
+    )

@@ -1,0 +1,66 @@
+"""C-callable entry points (cffi ``extern "Python"``) that dispatch to Python owners.
+
+C gets plain function pointers; ``user_data`` is a cffi handle to the owning object.
+An exception never crosses into C: the owner records it and the callback returns its
+fail-closed value, and the test that owns the trace reports it.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+
+class CallbackOwner:
+    """Base for objects that receive C callbacks; collects the errors raised inside them."""
+
+    def __init__(self):
+        self.callback_errors: list[str] = []
+
+    def guard(self, method, fallback, *args):
+        try:
+            return method(*args)
+        except BaseException:  # noqa: BLE001 - nothing may unwind into C
+            self.callback_errors.append(traceback.format_exc())
+            return fallback
+
+
+_installed: set[int] = set()
+
+
+def install(abi) -> None:
+    """Bind the extension's ``extern "Python"`` declarations to the dispatchers (once per module)."""
+    if id(abi) in _installed:
+        return
+    ffi, lib = abi.ffi, abi.lib
+    invalid = lib.PALW_CUDA_TRACE_INVALID_ARGUMENT
+
+    def owner(user_data):
+        return ffi.from_handle(user_data)
+
+    @ffi.def_extern()
+    def palw_py_eval(tensor, ask, user_data):
+        target = owner(user_data)
+        return target.guard(target.on_eval, False, tensor, bool(ask))
+
+    for version in ("v1", "v2"):
+        def approve(user_data, actual, expected, _v=version):
+            target = owner(user_data)
+            return target.guard(getattr(target, f"approve_{_v}"), invalid, actual, expected)
+
+        def launch_accepted(user_data, actual, expected, _v=version):
+            target = owner(user_data)
+            target.guard(getattr(target, f"launch_accepted_{_v}"), None, actual, expected)
+
+        def fault(user_data, status, fault_code, actual, _v=version):
+            target = owner(user_data)
+            target.guard(getattr(target, f"fault_{_v}"), None, status, fault_code, actual)
+
+        ffi.def_extern(name=f"palw_py_approve_{version}")(approve)
+        ffi.def_extern(name=f"palw_py_launch_accepted_{version}")(launch_accepted)
+        ffi.def_extern(name=f"palw_py_fault_{version}")(fault)
+    _installed.add(id(abi))
+
+
+def eval_callback_address(abi) -> int:
+    """Address of the C eval-callback entry, for llama_context_params.cb_eval."""
+    return int(abi.ffi.cast("uintptr_t", abi.lib.palw_py_eval))

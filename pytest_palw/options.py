@@ -1,0 +1,62 @@
+"""The plugin's options: each is a command-line flag, an ini key and an environment variable.
+
+Precedence: command line, then environment, then ini file, then the default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    env: str
+    default: str | None
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+OPTIONS = (
+    Option("--palw-model", "PALW_MODEL", "profile:tiny",
+           "GGUF to certify, or profile:tiny|gpu|full for a synthetic Qwen3-8B-topology model"),
+    Option("--palw-lib", "PALW_LIB", None,
+           "a `palw build` output (dir or palw-manifest.json); default: this host's cached build"),
+    Option("--palw-token", "PALW_TOKEN", None,
+           "token of the one-token decode; default: the smoke's choice (decoder start, else BOS)"),
+    Option("--palw-kernel-digest", "PALW_KERNEL_DIGEST", None,
+           "kernel binary sha256 (64 hex) bound into every launch; default: sha256 of the loaded "
+           "libggml-cuda.so"),
+    Option("--palw-certificate", "PALW_CERTIFICATE", None, "write the certificate JSON here"),
+    Option("--palw-device", "PALW_DEVICE", "auto",
+           "CUDA devices for xdist workers, e.g. 0,1 (worker i uses device i mod n); auto = all"),
+    Option("--palw-build", "PALW_BUILD", "auto",
+           "auto: build the cpu runtime when none is cached; never: fail instead"),
+)
+
+
+def add_options(parser) -> None:
+    group = parser.getgroup("palw", "PALW runtime certification")
+    for option in OPTIONS:
+        group.addoption(option.flag, dest=option.dest, default=None,
+                        help=f"{option.help} [env {option.env}, ini {option.dest}]")
+        parser.addini(option.dest, help=option.help, default=None)
+
+
+def resolve(config, dest: str) -> str | None:
+    option = next(o for o in OPTIONS if o.dest == dest)
+    value = config.getoption(dest)
+    if value is None:
+        value = os.environ.get(option.env)
+    if value is None:
+        value = config.getini(dest)
+    return value if value not in (None, "") else option.default
+
+
+def explicitly_set(config) -> bool:
+    """True when the user chose any PALW option (flag or environment)."""
+    return any(config.getoption(o.dest) is not None or os.environ.get(o.env) for o in OPTIONS)

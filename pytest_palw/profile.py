@@ -1,0 +1,111 @@
+"""The model profile check: is this GGUF the Qwen3-8B Q4_K_M topology the trace is pinned to?
+
+Read from the GGUF header alone (gguf-py), before any runtime work, so a wrong model
+stops the session with one line that lists every mismatch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ModelProfileError
+
+EXPECTED = {
+    "architecture": "qwen3",
+    "n_layer": 36,
+    "n_head": 32,
+    "n_head_kv": 8,
+    "head_dim": 128,
+    "file_type": 15,  # LLAMA_FTYPE_MOSTLY_Q4_K_M
+    "q4_k": 216,
+    "q6_k": 37,
+}
+_MATMUL_WEIGHT = re.compile(r"^(blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)|output)\.weight$")
+
+
+@dataclass
+class ModelProfile:
+    path: Path
+    architecture: str | None
+    n_layer: int | None
+    n_head: int | None
+    n_head_kv: int | None
+    head_dim: int | None
+    file_type: int | None
+    n_embd: int | None
+    n_ff: int | None
+    n_vocab: int | None
+    weight_types: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def q4_k(self) -> int:
+        return sum(1 for t in self.weight_types.values() if t == "Q4_K")
+
+    @property
+    def q6_k(self) -> int:
+        return sum(1 for t in self.weight_types.values() if t == "Q6_K")
+
+    def mismatches(self) -> list[str]:
+        found = {name: getattr(self, name) for name in EXPECTED}
+        return [f"{name} {found[name]} (expected {want})" for name, want in EXPECTED.items()
+                if found[name] != want]
+
+    def table_profile(self):
+        """The launch-table profile (fixtures.profiles.Profile) of this model's widths."""
+        from .fixtures.profiles import Profile
+
+        return Profile(self.path.name, n_embd=self.n_embd, n_ff=self.n_ff, n_vocab=self.n_vocab,
+                       n_ctx_train=0)
+
+    def as_dict(self) -> dict:
+        return {"architecture": self.architecture, "n_layer": self.n_layer, "n_head": self.n_head,
+                "n_head_kv": self.n_head_kv, "head_dim": self.head_dim, "file_type": self.file_type,
+                "n_embd": self.n_embd, "n_ff": self.n_ff, "n_vocab": self.n_vocab, "q4_k": self.q4_k, "q6_k": self.q6_k}
+
+
+def read_profile(path: Path) -> ModelProfile:
+    from gguf import GGUFReader  # imported late: numpy-heavy
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelProfileError(f"model {path} does not exist: pass --palw-model=PATH.gguf or "
+                                "--palw-model=profile:tiny|gpu|full")
+    try:
+        reader = GGUFReader(path, "r")
+    except Exception as error:  # gguf raises ValueError/struct.error/... on damaged files
+        raise ModelProfileError(f"{path} is not a readable GGUF ({type(error).__name__}: {error}): "
+                                "the file is truncated or damaged; re-download or regenerate it") from None
+
+    def value(key: str):
+        entry = reader.fields.get(key)
+        return entry.contents() if entry is not None else None
+
+    arch = value("general.architecture")
+    prefix = f"{arch}." if arch else ""
+    tokens = value("tokenizer.ggml.tokens")
+    return ModelProfile(
+        path=path,
+        architecture=arch,
+        n_layer=value(prefix + "block_count"),
+        n_head=value(prefix + "attention.head_count"),
+        n_head_kv=value(prefix + "attention.head_count_kv"),
+        head_dim=value(prefix + "attention.key_length"),
+        file_type=value("general.file_type"),
+        n_embd=value(prefix + "embedding_length"),
+        n_ff=value(prefix + "feed_forward_length"),
+        n_vocab=len(tokens) if tokens is not None else None,
+        weight_types={t.name: t.tensor_type.name for t in reader.tensors if _MATMUL_WEIGHT.match(t.name)},
+    )
+
+
+def check_profile(path: Path) -> ModelProfile:
+    """Raise ModelProfileError (one line, every mismatch) unless ``path`` has the pinned profile."""
+    profile = read_profile(path)
+    problems = profile.mismatches()
+    if problems:
+        raise ModelProfileError(
+            f"{path.name} is not the Qwen3-8B Q4_K_M profile the PALW trace is pinned to: "
+            + "; ".join(problems) + " — use a Qwen3-8B Q4_K_M GGUF or --palw-model=profile:tiny")
+    return profile

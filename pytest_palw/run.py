@@ -1,0 +1,180 @@
+"""The smoke's trace sequence, step by step, with every status kept for the cases to judge.
+
+attach -> kernel info -> decode -> unbind -> diagnostics -> (finalize -> diagnostics)
+-> destroy. Nothing here asserts: a ``TraceRun`` records what each step returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .codec import encode_record, fingerprint
+from .discovery import STAGE_PV, STAGE_QK, STAGE_SOFTMAX
+from .trace import TraceSession
+
+
+@dataclass
+class Diagnostics:
+    status: int
+    count: int = 0
+    committed: int = 0
+    faults: int = 0
+    poisoned: int = 0
+
+
+@dataclass(repr=False)
+class TraceRun:
+    session: TraceSession
+    attach_status: int
+    info_status: int | None = None
+    decode_status: int | None = None
+    unbind_status: int | None = None
+    accepted: int = 0
+    before_finalize: Diagnostics | None = None
+    finalize_status: int | None = None
+    after_finalize: Diagnostics | None = None
+    destroy_status: int | None = None
+    records: object = None  # cffi palw_cuda_trace_record_v3[count]
+    record_count: int = 0
+    python_stream: bytes = b""
+    c_stream: bytes | None = None
+    logits: object = None
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.python_stream)
+
+
+def diagnostics(runtime, context) -> Diagnostics:
+    ffi, lib = runtime.ffi, runtime.lib
+    out = ffi.new("uint64_t[2]"), ffi.new("uint32_t *"), ffi.new("int *")
+    status = lib.llama_palw_cuda_trace_diagnostics(context.cptr, out[0], out[0] + 1, out[1], out[2])
+    return Diagnostics(int(status), int(out[0][0]), int(out[0][1]), int(out[1][0]), int(out[2][0]))
+
+
+def synthetic_attention(runtime, stage: int, keepalive: list):
+    """The smoke's make_synthetic_attention: an association used only to query kernel info."""
+    ffi, lib = runtime.ffi, runtime.lib
+    allocations = ffi.new("int[3]")
+    keepalive.append(allocations)
+    actual = ffi.new("palw_cuda_llama_trace_association_v2 *")
+    actual.abi_version = lib.PALW_CUDA_LLAMA_TRACE_ASSOCIATION_ABI_VERSION_V2
+    actual.struct_size = ffi.sizeof("palw_cuda_llama_trace_association_v2")
+    actual.operation_token = allocations
+    actual.n, actual.batch, actual.output_rows = 1, 32, 32
+    actual.query_tokens = actual.key_value_tokens = 1
+    actual.physical_key_value_tokens = 256
+    actual.query_heads, actual.key_value_heads, actual.head_dim, actual.logical_batch = 32, 8, 128, 1
+    actual.attention_stage = stage
+    actual.kind = lib.PALW_CUDA_TRACE_ATTENTION if stage == STAGE_SOFTMAX else lib.PALW_CUDA_TRACE_GEMM
+    actual.layer_present = 1
+    actual.phase = lib.PALW_CUDA_TRACE_PREFILL
+    actual.causal = 1
+    f16, f32 = lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F16, lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F32
+    shapes = {  # stage: (m, k, precision, src0, src1, dst) with views (type, ne)
+        STAGE_QK: (256, 128, lib.PALW_CUDA_LLAMA_WORK_PRECISION_F32,
+                   (f16, (128, 256, 8, 1)), (f32, (128, 1, 32, 1)), (f32, (256, 1, 32, 1))),
+        STAGE_SOFTMAX: (256, 1, lib.PALW_CUDA_LLAMA_WORK_PRECISION_F32,
+                        (f32, (256, 1, 32, 1)), (f32, (256, 1, 1, 1)), (f32, (256, 1, 32, 1))),
+        STAGE_PV: (128, 256, lib.PALW_CUDA_LLAMA_WORK_PRECISION_DEFAULT,
+                   (f16, (256, 128, 8, 1)), (f32, (256, 1, 32, 1)), (f32, (128, 1, 32, 1))),
+    }
+    m, k, precision, src0, src1, dst = shapes[stage]
+    actual.m, actual.k, actual.output_columns, actual.precision = m, k, m, precision
+    for slot, (name, (kind, ne)) in enumerate(zip(("src0", "src1", "dst"), (src0, src1, dst))):
+        view = getattr(actual, name)
+        view.data = allocations + slot
+        view.type = kind
+        size = 2 if kind == f16 else 4
+        strides = [size, size * ne[0], size * ne[0] * ne[1], size * ne[0] * ne[1] * ne[2]]
+        for i in range(4):
+            view.ne[i], view.nb[i] = ne[i], strides[i]
+    if stage == STAGE_SOFTMAX:
+        actual.scale_bits = 0x3DB504F3
+        actual.attention_mask = lib.PALW_CUDA_LLAMA_ATTENTION_MASK_F32_CAUSAL
+    return actual
+
+
+def query_kernel_infos(runtime, context, session: TraceSession) -> int:
+    """The smoke's kernel-info block; returns PALW_CUDA_TRACE_OK or the first failing status."""
+    ffi, lib = runtime.ffi, runtime.lib
+    infos = session.infos
+    infos.q4 = ffi.new("palw_cuda_llama_mmvq_kernel_info_v1 *")
+    infos.q6 = ffi.new("palw_cuda_llama_mmvq_kernel_info_v1 *")
+    for info, quantization in ((infos.q4, lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K),
+                               (infos.q6, lib.PALW_CUDA_TRACE_QUANTIZATION_Q6_K)):
+        status = lib.llama_palw_cuda_trace_kernel_info(context.cptr, quantization, info)
+        if status != lib.PALW_CUDA_TRACE_OK:
+            return status
+        if not lib.palw_cuda_llama_mmvq_kernel_info_is_compatible_v1(info):
+            return lib.PALW_CUDA_TRACE_IDENTITY_MISMATCH
+    if session.version == 1:
+        return lib.PALW_CUDA_TRACE_OK
+    keepalive: list = []
+    for stage, name in ((STAGE_QK, "qk"), (STAGE_SOFTMAX, "softmax"), (STAGE_PV, "pv")):
+        info = ffi.new("palw_cuda_llama_attention_kernel_info_v1 *")
+        setattr(infos, name, info)
+        status = lib.llama_palw_cuda_trace_attention_kernel_info(
+            context.cptr, synthetic_attention(runtime, stage, keepalive), info)
+        if status != lib.PALW_CUDA_TRACE_OK:
+            return status
+    infos.collector = ffi.new("palw_cuda_producer_grouped_capture_info_v3 *")
+    status = lib.llama_palw_cuda_trace_grouped_capture_info(context.cptr, infos.collector)
+    if status != lib.PALW_CUDA_TRACE_OK:
+        return status
+    collector = infos.collector
+    if (collector.abi_version != lib.PALW_CUDA_PRODUCER_GROUPED_CAPTURE_INFO_ABI_VERSION_V3
+            or collector.struct_size != ffi.sizeof("palw_cuda_producer_grouped_capture_info_v3")
+            or bytes(collector.capture_implementation_id)
+            != bytes(infos.qk.actual_identity.capture_implementation_id)):
+        return lib.PALW_CUDA_TRACE_IDENTITY_MISMATCH
+    return lib.PALW_CUDA_TRACE_OK
+
+
+def run_trace(context, session: TraceSession, token: int, *, keep_logits: bool = False) -> TraceRun:
+    runtime = context.model.runtime
+    ffi, lib = runtime.ffi, runtime.lib
+    attach = lib.llama_palw_cuda_trace_attach_v2 if session.version == 2 else lib.llama_palw_cuda_trace_attach
+    run = TraceRun(session, int(attach(context.cptr, session.request.expected_launch_count, session.request)))
+    if run.attach_status != lib.PALW_CUDA_TRACE_OK:
+        return run
+    accepted = ffi.new("uint64_t *")
+    run.info_status = int(query_kernel_infos(runtime, context, session))
+    if run.info_status != lib.PALW_CUDA_TRACE_OK:
+        run.unbind_status = int(lib.llama_palw_cuda_trace_unbind(context.cptr, accepted))
+        run.destroy_status = int(lib.llama_palw_cuda_trace_destroy(context.cptr))
+        return run
+    run.decode_status = context.decode(token)
+    if keep_logits and run.decode_status == 0:
+        run.logits = context.logits()
+    run.unbind_status = int(lib.llama_palw_cuda_trace_unbind(context.cptr, accepted))
+    run.accepted = int(accepted[0])
+    run.before_finalize = diagnostics(runtime, context)
+    if session.reject_index is None:
+        capacity = session.request.expected_launch_count
+        run.records = ffi.new("palw_cuda_trace_record_v3[]", capacity)
+        run.finalize_status = int(lib.llama_palw_cuda_trace_finalize(context.cptr, run.records, capacity))
+        run.after_finalize = diagnostics(runtime, context)
+        if run.finalize_status == lib.PALW_CUDA_TRACE_OK:
+            run.record_count = run.after_finalize.committed
+            run.python_stream = b"".join(encode_record(run.records[i]) for i in range(run.record_count))
+            run.c_stream = c_encode(runtime, [run.records[i] for i in range(run.record_count)])
+    run.destroy_status = int(lib.llama_palw_cuda_trace_destroy(context.cptr))
+    return run
+
+
+def c_encode(runtime, records) -> bytes | None:
+    """The runtime's own codec (backend API encode_record), or None without a CUDA backend."""
+    api = runtime.backend_api()
+    if api is None:
+        return None
+    ffi = runtime.ffi
+    size = runtime.lib.PALW_CUDA_TRACE_RECORD_ENCODED_SIZE_V3
+    out = ffi.new("uint8_t[]", size)
+    chunks = []
+    for record in records:
+        status = api.encode_record(ffi.addressof(record), out, size)
+        if status != runtime.lib.PALW_CUDA_TRACE_OK:
+            return None
+        chunks.append(bytes(ffi.buffer(out, size)))
+    return b"".join(chunks)

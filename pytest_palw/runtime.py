@@ -1,0 +1,258 @@
+"""A loaded PALW runtime: libllama through llama-cpp-python, the PALW ABI through cffi.
+
+Model and context settings are the seed smoke tool's (make_context_params and the
+model params in its main), so a trace driven from Python is the trace the smoke takes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .binding.llama import load_llama_cpp
+from .binding.runtime_abi import RuntimeLayout, load_runtime_abi
+from .callbacks import eval_callback_address, install
+from .errors import ModelProfileError, RuntimeLibraryError
+
+MANIFEST_NAME = "palw-manifest.json"
+CONTEXT_TOKENS = 512  # the smoke's CONTEXT_TOKENS
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class RuntimeBuild:
+    """What the suite needs to know about one `palw build` output."""
+
+    lib_dir: Path
+    source_dir: Path
+    runtime_dir: Path
+    binding_python_path: Path | None
+    variant: str
+    pinned_cc: int | None
+    manifest: dict = field(default_factory=dict, compare=False, repr=False)
+    manifest_path: Path | None = None
+
+    @classmethod
+    def from_manifest(cls, path: Path) -> "RuntimeBuild":
+        data = json.loads(Path(path).read_text())
+        try:
+            return cls(
+                lib_dir=Path(data["outputs"]["lib_dir"]),
+                source_dir=Path(data["source_dir"]),
+                runtime_dir=Path(data["inputs"]["native"]["path"]),
+                binding_python_path=Path(data["binding_python_path"]) if data.get("binding_python_path") else None,
+                variant=data["variant"],
+                pinned_cc=data.get("pinned_cc"),
+                manifest=data,
+                manifest_path=Path(path),
+            )
+        except KeyError as missing:
+            raise RuntimeLibraryError(f"{path} lacks {missing}: it is not a pytest-palw runtime "
+                                      "manifest; rebuild with `palw build`") from None
+
+    @classmethod
+    def locate(cls, location: Path) -> "RuntimeBuild":
+        """A manifest file, a build dir, or a lib dir inside a build dir."""
+        location = Path(location).resolve()
+        candidates = [location] if location.is_file() else [
+            directory / MANIFEST_NAME for directory in (location, *location.parents)][:4]
+        for candidate in candidates:
+            if candidate.is_file():
+                return cls.from_manifest(candidate)
+        raise RuntimeLibraryError(
+            f"no {MANIFEST_NAME} at or above {location}: --palw-lib must name a `palw build` "
+            "output (run `palw build`, or `palw build --print-manifest` to see where it is)")
+
+
+class LogSink:
+    """Receives llama/ggml log lines; tests capture them for a while (e.g. scheduler dumps)."""
+
+    def __init__(self, llama):
+        self._lines: list[str] | None = None
+        self._lock = threading.Lock()
+        self._partial = ""
+
+        def on_log(level, text, _user_data):
+            with self._lock:
+                if self._lines is not None and text:
+                    self._partial += text.decode("utf-8", "replace")
+                    *complete, self._partial = self._partial.split("\n")
+                    self._lines.extend(complete)
+
+        self._callback = llama.llama_log_callback(on_log)  # keep alive: C holds the pointer
+        llama.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    @contextmanager
+    def capture(self):
+        with self._lock:
+            self._lines, self._partial = [], ""
+        lines: list[str] = []
+        try:
+            yield lines
+        finally:
+            with self._lock:
+                lines.extend(self._lines + ([self._partial] if self._partial else []))
+                self._lines = None
+
+
+class Runtime:
+    """One runtime per process: llama_cpp binds its libllama at import."""
+
+    def __init__(self, build: RuntimeBuild):
+        self.build = build
+        self.llama = load_llama_cpp(build.lib_dir, build.binding_python_path)
+        if not hasattr(self.llama._lib, "llama_palw_cuda_trace_attach_v2"):
+            raise RuntimeLibraryError(
+                f"{build.lib_dir}/libllama.so has no llama_palw_* symbols: it is not a PALW trace "
+                "build; build one with `palw build` (trace ON) and pass it with --palw-lib")
+        self.abi = load_runtime_abi(RuntimeLayout(build.lib_dir, build.source_dir, build.runtime_dir))
+        self.ffi, self.lib = self.abi.ffi, self.abi.lib
+        install(self.abi)
+        self.logs = LogSink(self.llama)
+        self.llama.llama_backend_init()
+
+    # --- backends -------------------------------------------------------------
+    def backend_names(self) -> list[str]:
+        lib, ffi = self.lib, self.ffi
+        return [ffi.string(lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i))).decode()
+                for i in range(lib.ggml_backend_reg_count())]
+
+    def palw_backend_reg(self):
+        """The backend registry exposing the PALW V2 bind proc (CUDA), or None."""
+        lib, ffi = self.lib, self.ffi
+        for index in range(lib.ggml_backend_reg_count()):
+            reg = lib.ggml_backend_reg_get(index)
+            if lib.ggml_backend_reg_get_proc_address(reg, b"palw_cuda_llama_trace_bind_v2") != ffi.NULL:
+                return reg
+        return None
+
+    @property
+    def has_cuda_trace(self) -> bool:
+        return self.palw_backend_reg() is not None
+
+    def backend_api(self):
+        """The backend API table of the CUDA backend (producer functions, encode_record)."""
+        reg = self.palw_backend_reg()
+        if reg is None:
+            return None
+        get_api = self.ffi.cast("palw_cuda_llama_mmvq_get_backend_api_v1",
+                                self.lib.ggml_backend_reg_get_proc_address(
+                                    reg, b"palw_cuda_llama_mmvq_get_backend_api_v1"))
+        return get_api()
+
+    # --- models ---------------------------------------------------------------
+    def load_model(self, path: Path) -> "Model":
+        llama = self.llama
+        params = llama.llama_model_default_params()
+        params.n_gpu_layers = INT32_MAX
+        params.split_mode = llama.LLAMA_SPLIT_MODE_NONE
+        params.main_gpu = 0
+        params.use_mmap = True
+        params.use_mlock = False
+        params.check_tensors = True
+        params.use_extra_bufts = False
+        with self.logs.capture() as lines:
+            pointer = llama.llama_model_load_from_file(str(path).encode(), params)
+        if not pointer:
+            reason = next((l for l in reversed(lines) if "error" in l.lower() or "failed" in l.lower()), "")
+            raise ModelProfileError(
+                f"llama.cpp cannot load {path} ({reason.strip() or 'no reason logged'}): the file is "
+                "truncated or not a GGUF this runtime reads; regenerate it (`palw models generate`)")
+        return Model(self, path, pointer)
+
+
+class Model:
+    def __init__(self, runtime: Runtime, path: Path, pointer: int):
+        self.runtime, self.path, self.pointer = runtime, Path(path), pointer
+        llama = runtime.llama
+        self.vocab = llama.llama_model_get_vocab(pointer)
+        self.n_vocab = llama.llama_vocab_n_tokens(self.vocab)
+
+    def meta(self, key: str) -> str | None:
+        buffer = ctypes.create_string_buffer(256)
+        length = self.runtime.llama.llama_model_meta_val_str(self.pointer, key.encode(), buffer, 256)
+        return buffer.value.decode() if length >= 0 else None
+
+    def default_token(self) -> int:
+        """The smoke's select_token: decoder start, else BOS, else 0."""
+        llama = self.runtime.llama
+        token = llama.llama_model_decoder_start_token(self.pointer)
+        if token < 0 or token >= self.n_vocab:
+            token = llama.llama_vocab_bos(self.vocab)
+        return token if 0 <= token < self.n_vocab else 0
+
+    def context(self, eval_owner=None, **overrides) -> "Context":
+        """A context with the smoke's pinned policy.
+
+        ``eval_owner`` (a CallbackOwner with ``on_eval``) becomes the scheduler eval
+        callback; ``overrides`` set other llama_context_params fields (misuse cases).
+        """
+        llama, ffi = self.runtime.llama, self.runtime.ffi
+        params = llama.llama_context_default_params()
+        params.n_ctx = CONTEXT_TOKENS
+        params.n_batch = params.n_ubatch = params.n_seq_max = params.n_outputs_max = 1
+        params.n_threads = params.n_threads_batch = 1
+        params.flash_attn_type = llama.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.type_k = params.type_v = llama.GGML_TYPE_F16
+        params.embeddings = False
+        params.offload_kqv = True
+        params.no_perf = True
+        params.op_offload = True
+        params.kv_unified = False
+        handle = None
+        if eval_owner is not None:
+            handle = ffi.new_handle(eval_owner)
+            params.cb_eval = llama.ggml_backend_sched_eval_callback(eval_callback_address(self.runtime.abi))
+            params.cb_eval_user_data = ctypes.c_void_p(int(ffi.cast("uintptr_t", handle)))
+        for name, value in overrides.items():
+            setattr(params, name, value)
+        pointer = llama.llama_init_from_model(self.pointer, params)
+        if not pointer:
+            raise RuntimeLibraryError(f"llama_init_from_model failed for {self.path} with the pinned "
+                                      "context policy (n_ctx 512, batch 1): see the llama log")
+        return Context(self, pointer, keepalive=(handle, params))
+
+    def free(self) -> None:
+        if self.pointer:
+            self.runtime.llama.llama_model_free(self.pointer)
+            self.pointer = None
+
+
+class Context:
+    def __init__(self, model: Model, pointer: int, keepalive=()):
+        self.model, self.pointer = model, pointer
+        self._keepalive = keepalive  # the eval handle must outlive the context
+        runtime = model.runtime
+        self.llama, self.ffi, self.lib = runtime.llama, runtime.ffi, runtime.lib
+        self.cptr = self.ffi.cast("struct llama_context *", pointer)
+
+    def policy(self) -> dict[str, int]:
+        llama, p = self.llama, self.pointer
+        return {"n_ctx": llama.llama_n_ctx(p), "n_batch": llama.llama_n_batch(p),
+                "n_ubatch": llama.llama_n_ubatch(p), "n_seq_max": llama.llama_n_seq_max(p),
+                "n_threads": llama.llama_n_threads(p), "n_threads_batch": llama.llama_n_threads_batch(p)}
+
+    def decode(self, token: int) -> int:
+        tokens = (self.llama.llama_token * 1)(token)
+        return self.llama.llama_decode(self.pointer, self.llama.llama_batch_get_one(tokens, 1))
+
+    def logits(self) -> np.ndarray:
+        pointer = self.llama.llama_get_logits_ith(self.pointer, -1)
+        return np.ctypeslib.as_array(pointer, shape=(self.model.n_vocab,)).copy()
+
+    def free(self) -> None:
+        if self.pointer:
+            self.llama.llama_free(self.pointer)
+            self.pointer = None
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
