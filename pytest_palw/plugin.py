@@ -47,7 +47,7 @@ def pytest_configure(config):
 
 def pytest_sessionstart(session):
     palw = _session(session.config)
-    if palw.worker_id is None and palw.requested():
+    if palw.worker_id is None and palw.requested() and not session.config.option.collectonly:
         try:
             palw.preflight()
         except PalwError as error:

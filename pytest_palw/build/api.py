@@ -1,0 +1,172 @@
+"""``build()`` the patched runtime (or reuse the cached one) and ``find_manifest()`` without building."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import BuildError, PalwError
+from ..paths import cache_dir
+from .binding import ensure_binding, installed_version
+from .config import DEFAULT_CUDA_ARCH, check_pinned_cc_supported
+from .digests import sha256_file
+from .lock import exclusive
+from .manifest import MANIFEST_NAME, Manifest
+from .ninja import run_logged
+from .patching import apply_patch_set, copy_tree
+from .plan import Plan, make_plan, native_runtime
+from .source import SDIST_VERSION, materialize
+
+SOURCE_SUBDIR, BUILD_SUBDIR = "source", "build"
+PATCHED_FLAG = ".palw-patched"  # holds the key: the tree is fully patched for that key
+
+
+def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc: int | None = None,
+          source: Path | str | None = None, force: bool = False, jobs: int | None = None,
+          build_root: Path | str | None = None, overlays: Path | str | None = None,
+          install_binding: bool = True) -> Manifest:
+    """Build the runtime for these inputs, or return the cached build (``manifest.cache_hit``)."""
+    build_root = Path(build_root) if build_root else cache_dir("builds")
+    plan = make_plan(variant=variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc, source=source,
+                     build_root=build_root, overlays=overlays)
+    if not plan.config.trace:
+        print(f"palw: warning: {plan.native.path} has no PALW header yet; building without the "
+              "PALW trace (GGML_CUDA_PALW_TRACE=OFF)", file=sys.stderr)
+    lock = plan.build_dir.with_name(plan.build_dir.name + ".lock")
+    with exclusive(lock, what=f"building {plan.build_dir.name}"):
+        manifest = None if force else _reusable(plan)
+        if manifest is not None:
+            manifest.cache_hit = True
+            _refresh_binding(manifest, plan, install_binding)
+            print(f"palw: cache hit: {manifest.path}", file=sys.stderr)
+            return manifest
+        return _build(plan, force=force, jobs=jobs, install_binding=install_binding)
+
+
+def find_manifest(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH,
+                  pinned_cc: int | None = None, source: Path | str | None = None,
+                  build_root: Path | str | None = None,
+                  overlays: Path | str | None = None) -> Manifest | None:
+    """The finished build for these inputs on this host, or None; never downloads or builds."""
+    try:
+        plan = make_plan(variant=variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc, source=source,
+                         build_root=Path(build_root) if build_root else cache_dir("builds"),
+                         overlays=overlays, download=False)
+    except PalwError:
+        return None  # `palw build` will say what is wrong; finding just finds nothing
+    return _reusable(plan) if plan else None
+
+
+# -- the steps ------------------------------------------------------------------------------
+
+def _reusable(plan: Plan) -> Manifest | None:
+    path = plan.build_dir / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    try:
+        manifest = Manifest.load(path)
+    except PalwError:
+        return None
+    return manifest if manifest.key == plan.key and manifest.outputs_exist() else None
+
+
+def _refresh_binding(manifest: Manifest, plan: Plan, install_binding: bool) -> None:
+    """A cached build may be reused from another interpreter (a new venv) that lacks the binding."""
+    if not install_binding or installed_version() == SDIST_VERSION:
+        return
+    record = ensure_binding(plan.source.path if plan.source.kind == "sdist" else None)
+    if record != manifest.binding:
+        manifest.binding = record
+        manifest.write(manifest.path)
+
+
+def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) -> Manifest:
+    started = time.monotonic()
+    if force and plan.build_dir.exists():
+        shutil.rmtree(plan.build_dir)
+    plan.build_dir.mkdir(parents=True, exist_ok=True)
+    (plan.build_dir / MANIFEST_NAME).unlink(missing_ok=True)
+    tree = materialize(plan.source)
+    source_dir = _patched_tree(plan, tree.tree)
+    if plan.config.pinned_cc is not None:
+        check_pinned_cc_supported(source_dir)
+    build_dir = plan.build_dir / BUILD_SUBDIR
+    cmake_flags = plan.config.cmake_flags(plan.native.path)
+    run_logged([str(plan.toolchain.cmake), "-S", str(source_dir), "-B", str(build_dir), "-G", "Ninja",
+                *plan.toolchain.cmake_arguments(), *cmake_flags],
+               plan.build_dir / "configure.log", step="cmake configure")
+    jobs_flag = ["-j", str(jobs)] if jobs else []
+    run_logged([str(plan.toolchain.ninja), "-C", str(build_dir), *jobs_flag, *plan.config.targets],
+               plan.build_dir / "build.log", step="ninja build",
+               progress_label=f"build {plan.config.variant}")
+    outputs = _outputs(build_dir / "bin", plan.config.cuda)
+    _warn_if_native_changed(plan)
+    binding = ensure_binding(plan.source.path if plan.source.kind == "sdist" else None,
+                             skip=not install_binding)
+    manifest = Manifest(
+        key=plan.key, variant=plan.config.variant,
+        cuda_arch=plan.config.cuda_arch if plan.config.cuda else None,
+        pinned_cc=plan.config.pinned_cc, trace=plan.config.trace,
+        inputs=_inputs(plan), cmake_flags=cmake_flags, tools=plan.toolchain.versions(),
+        outputs=outputs, source_dir=str(source_dir),
+        include_dirs=[str(source_dir / "include"), str(source_dir / "ggml" / "include"),
+                      str(plan.native.path)],
+        binding_python_path=str(tree.binding_python_path) if tree.binding_python_path else None,
+        binding=binding, build_seconds=round(time.monotonic() - started, 1),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    manifest.write(plan.build_dir / MANIFEST_NAME)
+    print(f"palw: built the {plan.config.variant} runtime in {manifest.build_seconds:.0f} s: "
+          f"{manifest.path}", file=sys.stderr)
+    return manifest
+
+
+def _warn_if_native_changed(plan: Plan) -> None:
+    """The key was taken before compiling; an edit meanwhile means the outputs may not match it."""
+    if native_runtime(plan.native.path).sha256 != plan.native.sha256:
+        print(f"palw: warning: {plan.native.path} changed during the build; the outputs may not "
+              "match the recorded digests: rerun `palw build --force` once it is stable",
+              file=sys.stderr)
+
+
+def _patched_tree(plan: Plan, tree: Path) -> Path:
+    """The build's own patched copy of the source; kept across an interrupted build of the same key."""
+    source_dir = plan.build_dir / SOURCE_SUBDIR
+    flag = source_dir / PATCHED_FLAG
+    if flag.is_file() and flag.read_text().strip() == plan.key:
+        return source_dir
+    print(f"palw: copying the source to {source_dir}", file=sys.stderr)
+    copy_tree(tree, source_dir)
+    shutil.rmtree(plan.build_dir / BUILD_SUBDIR, ignore_errors=True)  # stale against a new copy
+    if not plan.source.patched:
+        print("palw: applying the seed patch and overlays", file=sys.stderr)
+        apply_patch_set(source_dir, plan.patch_set)
+    flag.write_text(plan.key + "\n")
+    return source_dir
+
+
+def _inputs(plan: Plan) -> dict:
+    inputs = plan.patch_set.describe()
+    inputs["sdist" if plan.source.kind == "sdist" else "source"] = plan.source.describe()
+    inputs["native"] = plan.native.describe()
+    return inputs
+
+
+def _outputs(lib_dir: Path, cuda: bool) -> dict:
+    libllama = lib_dir / "libllama.so"
+    observer = lib_dir / "llama-palw-observer"
+    smoke = lib_dir / "llama-palw-mmvq-smoke" if cuda else None
+    missing = [path.name for path in (libllama, observer, smoke) if path and not path.is_file()]
+    ggml = sorted(lib_dir.glob("libggml*.so"))
+    if not ggml:
+        missing.append("libggml*.so")
+    if missing:
+        raise BuildError(f"the build finished but {lib_dir} lacks {', '.join(missing)}: rerun "
+                         "`palw build --force` and check build.log in the build directory")
+    return {"lib_dir": str(lib_dir), "libllama": str(libllama),
+            "libllama_sha256": sha256_file(libllama),
+            "ggml_libs": [{"name": path.name, "path": str(path), "sha256": sha256_file(path)}
+                          for path in ggml],
+            "tools": {"observer": str(observer), "smoke": str(smoke) if smoke else None}}

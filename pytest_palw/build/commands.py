@@ -1,0 +1,84 @@
+"""CLI: `palw build` and `palw source`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .config import DEFAULT_CUDA_ARCH, VARIANTS
+
+
+def register(subparsers) -> None:
+    _register_build(subparsers)
+    _register_source(subparsers)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _register_build(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "build", help="build the PALW-patched llama.cpp runtime (cached by its inputs)",
+        description="Patch llama.cpp (from llama-cpp-python 0.3.34) with the PALW seed patch and "
+                    "overlays, build libllama/libggml and the PALW tools, and write "
+                    "palw-manifest.json. A second run with the same inputs reuses the build.")
+    parser.add_argument("--variant", choices=VARIANTS, default="cpu", help="default: cpu")
+    parser.add_argument("--cuda-arch", default=DEFAULT_CUDA_ARCH,
+                        help=f"CMAKE_CUDA_ARCHITECTURES for --variant cuda (default {DEFAULT_CUDA_ARCH})")
+    parser.add_argument("--pinned-cc", type=int, metavar="N",
+                        help="pass -DPALW_CUDA_PINNED_CC=N (needs the pinned-cc overlay; its default is 890)")
+    parser.add_argument("--source", type=Path, metavar="PATH",
+                        help="an unpatched llama.cpp directory, the sdist .tar.gz, or a file made "
+                             "by `palw source` (default: download the sdist from PyPI once)")
+    parser.add_argument("--overlays", type=Path, metavar="DIR",
+                        help="overlay patch directory with a `series` file (default: "
+                             "$PALW_OVERLAYS_DIR or patches/overlays)")
+    parser.add_argument("--force", action="store_true", help="rebuild even if a cached build matches")
+    parser.add_argument("--jobs", type=_positive, metavar="N", help="parallel compile jobs (ninja -j)")
+    parser.add_argument("--build-root", type=Path, metavar="DIR",
+                        help="where builds go (default: the pytest-palw cache's builds/)")
+    parser.add_argument("--print-manifest", action="store_true",
+                        help="print the manifest path on stdout (for scripts)")
+    parser.add_argument("--no-binding-install", action="store_true",
+                        help="do not pip install llama-cpp-python; use the sdist's copy")
+    parser.set_defaults(func=_run_build)
+
+
+def _run_build(args) -> int:
+    from .api import build
+
+    manifest = build(args.variant, cuda_arch=args.cuda_arch, pinned_cc=args.pinned_cc,
+                     source=args.source, force=args.force, jobs=args.jobs,
+                     build_root=args.build_root, overlays=args.overlays,
+                     install_binding=not args.no_binding_install)
+    if args.print_manifest:
+        print(manifest.path)
+    return 0
+
+
+def _register_source(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "source", help="write a pruned, already-patched source archive for offline builds",
+        description="Write a tar.gz with the patched, pruned llama.cpp tree, the llama_cpp "
+                    "Python package and PALW_SOURCE.json; `palw build --source FILE` builds from "
+                    "it with no network.")
+    parser.add_argument("--output", type=Path, required=True, metavar="FILE", help="the .tar.gz to write")
+    parser.add_argument("--source", type=Path, metavar="PATH",
+                        help="the sdist .tar.gz or an unpatched llama.cpp directory (default: PyPI sdist)")
+    parser.add_argument("--overlays", type=Path, metavar="DIR",
+                        help="overlay patch directory (default: $PALW_OVERLAYS_DIR or patches/overlays)")
+    parser.set_defaults(func=_run_source)
+
+
+def _run_source(args) -> int:
+    from .archive import make_source_archive
+
+    report = make_source_archive(args.output, source=args.source, overlays=args.overlays)
+    print(f"palw: pruned {len(report.pruned)} paths: {' '.join(report.pruned)}", file=sys.stderr)
+    print(f"{report.path}  {report.size / 1e6:.2f} MB  {report.files} files")
+    return 0

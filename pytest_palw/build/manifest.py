@@ -1,0 +1,87 @@
+"""``palw-manifest.json``: what a build was made from and where its outputs are."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import RuntimeLibraryError
+
+MANIFEST_NAME = "palw-manifest.json"
+SCHEMA = "pytest-palw.runtime-manifest"
+VERSION = 1
+
+
+@dataclass
+class Manifest:
+    key: str
+    variant: str
+    cuda_arch: str | None
+    pinned_cc: int | None
+    trace: bool
+    inputs: dict  # sdist|source, seed_patch, overlays, native
+    cmake_flags: list[str]
+    tools: dict  # cmake, ninja, cc, cxx, nvcc: version lines
+    outputs: dict  # lib_dir, libllama, ggml_libs, tools {observer, smoke}
+    source_dir: str
+    include_dirs: list[str]
+    binding_python_path: str | None
+    binding: dict  # what happened to the llama-cpp-python install
+    build_seconds: float
+    created: str
+    schema: str = SCHEMA
+    version: int = VERSION
+    # Not stored: where this manifest was read from, and whether `build` reused it.
+    path: Path | None = field(default=None, compare=False, repr=False)
+    cache_hit: bool = field(default=False, compare=False)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        del data["path"], data["cache_hit"]
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    def write(self, path: Path) -> None:
+        """Atomically: a reader never sees half a manifest (it is the build's 'done' flag)."""
+        temporary = path.with_suffix(".json.tmp")
+        temporary.write_text(self.to_json())
+        os.replace(temporary, path)
+        self.path = path
+
+    @classmethod
+    def load(cls, path: Path | str) -> "Manifest":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise RuntimeLibraryError(f"cannot read the runtime manifest {path} ({error}): rebuild "
+                                      "with `palw build --force`") from error
+        if data.get("schema") != SCHEMA or data.get("version") != VERSION:
+            raise RuntimeLibraryError(f"{path} is not a {SCHEMA} v{VERSION} manifest: rebuild with "
+                                      "`palw build --force`")
+        known = {name for name in cls.__dataclass_fields__ if name not in ("path", "cache_hit")}
+        try:
+            manifest = cls(**{name: data[name] for name in known})
+        except KeyError as missing:
+            raise RuntimeLibraryError(f"{path} lacks {missing}: rebuild with `palw build --force`") from None
+        manifest.path = path
+        return manifest
+
+    # -- conveniences -----------------------------------------------------------------------
+    @property
+    def lib_dir(self) -> Path:
+        return Path(self.outputs["lib_dir"])
+
+    @property
+    def libllama(self) -> Path:
+        return Path(self.outputs["libllama"])
+
+    def output_files(self) -> list[Path]:
+        """Every file the build promised; all must exist for the cache to count as a hit."""
+        files = [self.libllama] + [Path(entry["path"]) for entry in self.outputs["ggml_libs"]]
+        files += [Path(tool) for tool in self.outputs["tools"].values() if tool]
+        return files
+
+    def outputs_exist(self) -> bool:
+        return all(path.is_file() for path in self.output_files())

@@ -1,0 +1,113 @@
+"""The build tools: find cmake, ninja, the C/C++ compilers and nvcc, and say who they are."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ToolMissingError
+
+INSTALL_HINTS = {
+    "cmake": "pip install 'cmake>=3.24,<4' (or apt-get install cmake)",
+    "ninja": "pip install ninja (or apt-get install ninja-build)",
+    "cc": "apt-get install build-essential (gcc/g++), or set CC/CXX",
+    "c++": "apt-get install build-essential (gcc/g++), or set CC/CXX",
+    "nvcc": ("install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) and put its "
+             "bin/ on PATH or set CUDA_HOME"),
+}
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cmake: Path
+    ninja: Path
+    cc: Path
+    cxx: Path
+    nvcc: Path | None = None
+
+    def versions(self) -> dict[str, str | None]:
+        """First line of each tool's ``--version`` (the manifest's ``tools``)."""
+        names = {"cmake": self.cmake, "ninja": self.ninja, "cc": self.cc, "cxx": self.cxx,
+                 "nvcc": self.nvcc}
+        return {name: tool_version(path) if path else None for name, path in names.items()}
+
+    def compiler_identity(self) -> dict[str, str | None]:
+        """What the cache key trusts to stand for the generated code: paths and versions."""
+        identity = {"cc": _identity(self.cc), "cxx": _identity(self.cxx)}
+        if self.nvcc:
+            identity["nvcc"] = _identity(self.nvcc)
+        return identity
+
+    def cmake_arguments(self) -> list[str]:
+        """Pin the very tools we checked, so CMake cannot pick others from PATH."""
+        arguments = [f"-DCMAKE_MAKE_PROGRAM={self.ninja}", f"-DCMAKE_C_COMPILER={self.cc}",
+                     f"-DCMAKE_CXX_COMPILER={self.cxx}"]
+        if self.nvcc:
+            arguments.append(f"-DCMAKE_CUDA_COMPILER={self.nvcc}")
+        return arguments
+
+
+def _identity(path: Path) -> str:
+    return f"{path.resolve()} | {tool_version(path, full=True)}"
+
+
+@functools.lru_cache(maxsize=None)
+def tool_version(path: Path, full: bool = False) -> str:
+    try:
+        result = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    lines = [line.strip() for line in (result.stdout or result.stderr).splitlines() if line.strip()]
+    if full:
+        return " / ".join(lines[:6])
+    # nvcc's first lines are a banner; its release line is the telling one.
+    release = next((line for line in lines if "release" in line), None)
+    return release or (lines[0] if lines else "unknown")
+
+
+def find_tool(name: str, *, env_var: str | None = None, extra: tuple[Path, ...] = ()) -> Path | None:
+    """``$env_var``, then PATH, then next to this Python (a venv's pip-installed cmake/ninja)."""
+    if env_var and os.environ.get(env_var):
+        found = shutil.which(os.environ[env_var])
+        if found:
+            return Path(found)
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    for directory in (Path(sys.executable).parent, *extra):
+        candidate = directory / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _cuda_dirs() -> tuple[Path, ...]:
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    return tuple(Path(root) / "bin" for root in roots if root)
+
+
+def require(name: str, **kwargs) -> Path:
+    found = find_tool(name, **kwargs)
+    if found is None:
+        raise ToolMissingError(f"{name} is not installed (needed to build the runtime): "
+                               f"{INSTALL_HINTS[name]}")
+    return found
+
+
+def detect(variant: str) -> Toolchain:
+    """Every tool the variant needs, or ToolMissingError naming the first one missing."""
+    cmake = require("cmake")
+    ninja = require("ninja")
+    cc = find_tool("cc", env_var="CC") or find_tool("gcc") or find_tool("clang")
+    cxx = find_tool("c++", env_var="CXX") or find_tool("g++") or find_tool("clang++")
+    if cc is None:
+        raise ToolMissingError(f"no C compiler (cc, gcc, clang) found: {INSTALL_HINTS['cc']}")
+    if cxx is None:
+        raise ToolMissingError(f"no C++ compiler (c++, g++, clang++) found: {INSTALL_HINTS['c++']}")
+    nvcc = require("nvcc", env_var="CUDACXX", extra=_cuda_dirs()) if variant == "cuda" else None
+    return Toolchain(cmake, ninja, cc, cxx, nvcc)

@@ -1,0 +1,44 @@
+"""`palw certify`: run the conformance suite against a runtime and write the certificate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .paths import CONFORMANCE_DIR
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "certify", help="run the conformance suite and write a certificate",
+        description="Runs conformance/ with pytest. Without options: this host's cached runtime "
+                    "(built on first use), the synthetic tiny model, certificate in ./palw-certificate.json.")
+    parser.add_argument("--model", help="GGUF path or profile:tiny|gpu|full (pytest --palw-model)")
+    parser.add_argument("--lib", help="a `palw build` output (pytest --palw-lib)")
+    parser.add_argument("--certificate", default="palw-certificate.json", help="where to write it")
+    parser.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. 4 or auto)")
+    parser.add_argument("--require-certified", action="store_true",
+                        help="exit 1 unless the verdict is certified (CI gates)")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import pytest
+
+    argv = [str(CONFORMANCE_DIR), f"--palw-certificate={args.certificate}", "-q"]
+    if args.model:
+        argv.append(f"--palw-model={args.model}")
+    if args.lib:
+        argv.append(f"--palw-lib={args.lib}")
+    if args.workers:
+        argv += ["-n", str(args.workers)]
+    code = int(pytest.main(argv + list(args.pytest_args)))
+    certificate = Path(args.certificate)
+    if not certificate.is_file():
+        return code or 1
+    verdict = json.loads(certificate.read_text())["verdict"]
+    print(f"palw: certificate {certificate}: {'CERTIFIED' if verdict['certified'] else 'not certified'}")
+    if code == 0 and args.require_certified and not verdict["certified"]:
+        return 1
+    return code

@@ -1,0 +1,114 @@
+"""The cache key moves with every input that decides the build, and with nothing else."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from pytest_palw.build.cache_key import KeyInputs, build_dir_name, cache_key
+from pytest_palw.build.plan import make_plan
+
+BASE = KeyInputs(
+    source_kind="sdist", source_sha256="a" * 64, seed_patch_sha256="b" * 64,
+    overlays=(("0001-x.patch", "c" * 64),), native_sha256="d" * 64, variant="cpu",
+    cuda_arch=None, pinned_cc=None, trace=True, cmake_flags=("-DBUILD_SHARED_LIBS=ON",),
+    compilers=(("cc", "/usr/bin/gcc-12 | gcc 12.2.0"), ("cxx", "/usr/bin/g++-12 | g++ 12.2.0")))
+
+CHANGES = {
+    "source_kind": "tree",
+    "source_sha256": "e" * 64,
+    "seed_patch_sha256": "f" * 64,
+    "overlays": (("0001-x.patch", "0" * 64),),
+    "native_sha256": "1" * 64,
+    "variant": "cuda",
+    "cuda_arch": "90",
+    "pinned_cc": 890,
+    "trace": False,
+    "cmake_flags": ("-DBUILD_SHARED_LIBS=OFF",),
+    "compilers": (("cc", "/usr/bin/gcc-13 | gcc 13.1.0"), ("cxx", "/usr/bin/g++-12 | g++ 12.2.0")),
+}
+
+
+def test_same_inputs_same_key():
+    assert cache_key(BASE) == cache_key(dataclasses.replace(BASE))
+    assert len(cache_key(BASE)) == 64
+
+
+def test_every_field_is_covered():
+    assert set(CHANGES) == {field.name for field in dataclasses.fields(KeyInputs)}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_changing_one_input_changes_the_key(name):
+    assert cache_key(dataclasses.replace(BASE, **{name: CHANGES[name]})) != cache_key(BASE)
+
+
+def test_overlay_order_counts():
+    two = (("0001-a.patch", "1" * 64), ("0002-b.patch", "2" * 64))
+    assert cache_key(dataclasses.replace(BASE, overlays=two)) != cache_key(
+        dataclasses.replace(BASE, overlays=tuple(reversed(two))))
+
+
+def test_build_dir_name():
+    assert build_dir_name("cuda", "0123456789abcdef" * 4) == "cuda-0123456789abcdef"
+
+
+# -- the key as make_plan computes it from real files -------------------------------------
+
+def _tree(root):
+    for name in ("CMakeLists.txt", "include/llama.h", "ggml/CMakeLists.txt", "src/llama.cpp"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"// {name}\n")
+    return root
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    """A fake llama.cpp tree, native runtime and overlay dir: make_plan needs no network for them."""
+    tree = _tree(tmp_path / "llama.cpp")
+    native = tmp_path / "native"
+    native.mkdir()
+    (native / "palw_cuda_llama_mmvq.h").write_text("#pragma once\n")
+    overlays = tmp_path / "overlays"
+    overlays.mkdir()
+
+    def key(**overrides):
+        arguments = dict(variant="cpu", cuda_arch="89;90", pinned_cc=None, source=tree,
+                         build_root=tmp_path / "builds", overlays=overlays, runtime_dir=native)
+        arguments.update(overrides)
+        return make_plan(**arguments).key
+
+    return tree, native, overlays, key
+
+
+def test_plan_key_is_stable_and_ignores_mtimes(inputs):
+    tree, native, _overlays, key = inputs
+    first = key()
+    for path in (tree / "src" / "llama.cpp", native / "palw_cuda_llama_mmvq.h"):
+        os.utime(path, (1, 1))
+    assert key() == first
+
+
+def test_plan_key_follows_file_contents_and_names(inputs):
+    tree, native, overlays, key = inputs
+    seen = {key()}
+    (native / "record_codec.cpp").write_text("int x;\n")
+    seen.add(key())
+    (native / "record_codec.cpp").rename(native / "record_codec2.cpp")
+    seen.add(key())
+    (tree / "src" / "llama.cpp").write_text("// changed\n")
+    seen.add(key())
+    (overlays / "0001-a.patch").write_text("diff\n")
+    (overlays / "series").write_text("0001-a.patch\n")
+    seen.add(key())
+    (overlays / "0001-a.patch").write_text("diff changed\n")
+    seen.add(key())
+    assert len(seen) == 6
+
+
+def test_plan_key_follows_the_options(inputs):
+    _tree_dir, _native, _overlays, key = inputs
+    keys = {key(), key(pinned_cc=890), key(build_root="/elsewhere")}
+    assert len(keys) == 2  # the build root is where, not what: same key

@@ -1,0 +1,40 @@
+"""Missing build tools are named with the way to install them."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_palw.build import toolchain
+from pytest_palw.errors import ToolMissingError
+
+
+def _without(*names):
+    real = toolchain.find_tool
+
+    def find(name, **kwargs):
+        return None if name in names else real(name, **kwargs)
+
+    return find
+
+
+@pytest.mark.parametrize("missing, variant, hint", [
+    (("cmake",), "cpu", "pip install 'cmake"),
+    (("ninja",), "cpu", "pip install ninja"),
+    (("cc", "gcc", "clang"), "cpu", "build-essential"),
+    (("nvcc",), "cuda", "CUDA toolkit"),
+])
+def test_missing_tool_is_named_with_its_fix(monkeypatch, missing, variant, hint):
+    monkeypatch.setattr(toolchain, "find_tool", _without(*missing))
+    with pytest.raises(ToolMissingError) as failure:
+        toolchain.detect(variant)
+    message = str(failure.value)
+    assert hint in message and "\n" not in message
+    assert any(name in message for name in missing)
+
+
+def test_cpu_toolchain_here_is_complete():
+    tools = toolchain.detect("cpu")
+    assert tools.nvcc is None
+    identity = tools.compiler_identity()
+    assert set(identity) == {"cc", "cxx"} and all(" | " in value for value in identity.values())
+    assert f"-DCMAKE_MAKE_PROGRAM={tools.ninja}" in tools.cmake_arguments()
