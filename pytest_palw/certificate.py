@@ -27,14 +27,15 @@ class CaseResult:
 
     def update(self, report) -> None:
         self.duration_s += float(report.duration)
-        self.worker = getattr(report, "node", None) and getattr(report.node, "gateway", None) and \
-            report.node.gateway.id or self.worker
+        node = getattr(report, "node", None)  # set by xdist in the controller
+        if node is not None:
+            self.worker = node.gateway.id
         if report.failed:
             self.outcome = "failed" if report.when == "call" else "error"
             self.reason = _first_line(report.longreprtext)
         elif report.skipped and self.outcome == "passed":
             self.outcome = "skipped"
-            self.reason = _skip_reason(report)
+            self.reason = _skip_reason(report).removeprefix(f"{self.tier.upper()} tier: ")
 
 
 def _first_line(text: str) -> str:

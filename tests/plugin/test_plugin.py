@@ -1,0 +1,107 @@
+"""The plugin end to end, in subprocesses on the real runtime: session-stopping errors, the
+certificate (schema, honest verdict), xdist merging, option precedence."""
+
+import json
+import sys
+
+import pytest
+
+from pytest_palw.certificate import validate
+from pytest_palw.paths import CONFORMANCE_DIR
+
+
+def _run(pytester, *args, timeout=900):
+    return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider", timeout=timeout)
+
+
+def _one_line_error(result) -> str:
+    lines = [l for l in (result.stdout.lines + result.stderr.lines) if "palw:" in l]
+    assert lines, result.stdout.str()[-2000:]
+    return lines[0]
+
+
+def test_wrong_architecture_stops_the_session(pytester):
+    from pytest_palw.fixtures.models import ensure_negative
+
+    model = ensure_negative("wrong-arch")
+    result = _run(pytester, str(CONFORMANCE_DIR / "test_class_counts.py"), f"--palw-model={model}")
+    assert result.ret == 8  # ModelProfileError
+    line = _one_line_error(result)
+    assert "architecture llama (expected qwen3)" in line and "profile:tiny" in line
+    assert "passed" not in result.stdout.str().splitlines()[-1]
+
+
+def test_truncated_model_stops_the_session(pytester):
+    from pytest_palw.fixtures.models import ensure_negative
+
+    result = _run(pytester, str(CONFORMANCE_DIR / "test_class_counts.py"),
+                  f"--palw-model={ensure_negative('truncated')}")
+    assert result.ret == 8
+    assert "truncated or damaged" in _one_line_error(result)
+
+
+def test_missing_library_stops_the_session(pytester, tmp_path):
+    result = _run(pytester, str(CONFORMANCE_DIR / "test_class_counts.py"), f"--palw-lib={tmp_path}")
+    assert result.ret == 7  # RuntimeLibraryError
+    assert "palw-manifest.json" in _one_line_error(result)
+
+
+@pytest.fixture(scope="module")
+def cpu_certificate(tmp_path_factory):
+    """One CPU-tier run of the whole suite, two xdist workers, certificate written."""
+    import subprocess
+
+    path = tmp_path_factory.mktemp("cert") / "certificate.json"
+    result = subprocess.run([sys.executable, "-m", "pytest", str(CONFORMANCE_DIR), "-n", "2", "-q",
+                             "-p", "no:cacheprovider", f"--palw-certificate={path}"],
+                            capture_output=True, text=True, timeout=1800)
+    assert path.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
+    return json.loads(path.read_text()), result
+
+
+def test_certificate_validates_against_its_schema(cpu_certificate):
+    document, _ = cpu_certificate
+    validate(document)
+
+
+def test_certificate_is_honest_about_the_gpu_tier(cpu_certificate):
+    document, result = cpu_certificate
+    verdict = document["verdict"]
+    assert verdict["certified"] is False
+    assert any(reason.startswith("PINNED tier not run") for reason in verdict["reasons"])
+    assert document["summary"]["failed"] == 0, result.stdout[-3000:]
+    assert document["device"]["kind"] == "cpu"
+    assert "not certified" in result.stdout
+
+
+def test_certificate_records_discovery_and_inputs(cpu_certificate):
+    document, _ = cpu_certificate
+    assert document["discovery"]["launches"] == 361
+    assert document["discovery"]["class_counts"] == {"q4_k": 216, "q6_k": 37, "attention_qk": 36,
+                                                     "attention_softmax": 36, "attention_pv": 36}
+    manifest = document["runtime"]["manifest"]
+    assert manifest["inputs"]["seed_patch"]["sha256"] == (
+        "3249774cbdc96a7fd0aa24ddd67c8b642c5ac9a60176c3e2ff496ef0371ebbb0")
+    assert len(document["model"]["sha256"]) == 64
+    assert document["fingerprints"]["reference"]
+
+
+def test_certificate_merges_xdist_workers(cpu_certificate):
+    document, _ = cpu_certificate
+    assert set(document["workers"]) == {"gw0", "gw1"}
+    ran = {case["worker"] for case in document["cases"] if case["outcome"] == "passed"}
+    assert ran == {"gw0", "gw1"}
+    assert len(document["cases"]) == document["summary"]["collected"] > 2000
+
+
+def test_option_precedence(pytester, monkeypatch):
+    pytester.makeini("[pytest]\npalw_token = 5\npalw_device = 3\n")
+    pytester.makepyfile("""
+        from pytest_palw.options import resolve
+        def test_resolve(request):
+            c = request.config
+            print("RESOLVED", resolve(c, "palw_token"), resolve(c, "palw_device"), resolve(c, "palw_model"))
+    """)
+    monkeypatch.setenv("PALW_DEVICE", "1")
+    result = pytester.runpytest_subprocess("-s", "--palw-token=7")
+    result.stdout.fnmatch_lines(["*RESOLVED 7 1 profile:tiny*"])
