@@ -156,16 +156,7 @@ class PalwSession:
 
     @cached_property
     def kernel_digests(self) -> dict[str, bytes]:
-        chosen = self.option("palw_kernel_digest")
-        if chosen:
-            digest = bytes.fromhex(chosen)
-            if len(digest) != 32 or not any(digest):
-                raise PalwError("--palw-kernel-digest must be one nonzero 64-hex sha256")
-        else:
-            cuda_libs = sorted(self.build.lib_dir.glob("libggml-cuda.so*"))
-            digest = bytes.fromhex(file_sha256(cuda_libs[0])) if cuda_libs else bytes(range(1, 33))
-        return {name: digest for name in
-                ("binary", "q4_k", "q6_k", "attention_qk", "attention_softmax", "attention_pv")}
+        return kernel_digests(self.build.lib_dir, self.option("palw_kernel_digest"))
 
     # -- tiers ---------------------------------------------------------------------------
     def tier_skip_reason(self, tier: str) -> str | None:
@@ -244,3 +235,18 @@ def skip_if_tier_unavailable(session: PalwSession, item) -> None:
         pytest.exit(f"palw: {error}", returncode=4)
     if reason:
         pytest.skip(f"{tier.upper()} tier: {reason}")
+
+
+DIGEST_NAMES = ("binary", "q4_k", "q6_k", "attention_qk", "attention_softmax", "attention_pv")
+
+
+def kernel_digests(lib_dir: Path, chosen: str | None = None) -> dict[str, bytes]:
+    """The kernel binary digest of every class: --palw-kernel-digest, else sha256 of libggml-cuda."""
+    if chosen:
+        digest = bytes.fromhex(chosen)
+        if len(digest) != 32 or not any(digest):
+            raise PalwError("--palw-kernel-digest must be one nonzero 64-hex sha256")
+    else:
+        cuda_libs = sorted(Path(lib_dir).glob("libggml-cuda.so*"))
+        digest = bytes.fromhex(file_sha256(cuda_libs[0])) if cuda_libs else bytes(range(1, 33))
+    return dict.fromkeys(DIGEST_NAMES, digest)

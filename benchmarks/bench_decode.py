@@ -1,0 +1,116 @@
+"""Traced vs untraced one-token decode latency on one runtime and model (issue 8, part c).
+
+    python benchmarks/bench_decode.py --lib MANIFEST_OR_LIB_DIR --model GGUF [--repeat 30] [--json OUT]
+
+Each sample is one fresh pinned context (the smoke's policy) and one decode of the smoke's
+token; "traced" adds attach (V2, 361 launches), kernel-info queries, unbind, finalize and
+destroy around it, exactly as a conformance case does. Reported: median and p90 of the
+decode call alone and of the whole case, and the traced/untraced ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_palw.discovery import discover  # noqa: E402
+from pytest_palw.run import run_trace  # noqa: E402
+from pytest_palw.runtime import Runtime, RuntimeBuild  # noqa: E402
+from pytest_palw.session import kernel_digests  # noqa: E402
+from pytest_palw.trace import TraceSession  # noqa: E402
+
+
+def _summary(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    return {"median_ms": round(statistics.median(ordered) * 1e3, 3),
+            "p90_ms": round(ordered[int(0.9 * (len(ordered) - 1))] * 1e3, 3),
+            "min_ms": round(ordered[0] * 1e3, 3), "n": len(ordered)}
+
+
+class _TimedContext:
+    """Wraps a Context so run_trace's decode call is timed on its own."""
+
+    def __init__(self, context):
+        self._context, self.decode_seconds = context, None
+
+    def __getattr__(self, name):
+        return getattr(self._context, name)
+
+    def decode(self, token):
+        start = time.perf_counter()
+        status = self._context.decode(token)
+        self.decode_seconds = time.perf_counter() - start
+        return status
+
+
+def measure(model, token: int, candidates, digests, repeat: int) -> dict:
+    untraced_decode, untraced_case, traced_decode, traced_case = [], [], [], []
+    for _ in range(repeat + 2):  # the first two warm up allocators and kernels
+        start = time.perf_counter()
+        with model.context() as context:
+            t0 = time.perf_counter()
+            status = context.decode(token)
+            untraced_decode.append(time.perf_counter() - t0)
+        untraced_case.append(time.perf_counter() - start)
+        assert status == 0, f"untraced decode failed ({status})"
+
+        start = time.perf_counter()
+        with model.context() as context:
+            timed = _TimedContext(context)
+            session = TraceSession(model.runtime, candidates, version=2, digests=digests)
+            run = run_trace(timed, session, token)
+        traced_case.append(time.perf_counter() - start)
+        traced_decode.append(timed.decode_seconds or float("nan"))
+        assert run.record_count == 361, f"traced run committed {run.record_count} records"
+    drop = slice(2, None)
+    result = {"untraced_decode": _summary(untraced_decode[drop]),
+              "traced_decode": _summary(traced_decode[drop]),
+              "untraced_case": _summary(untraced_case[drop]),
+              "traced_case": _summary(traced_case[drop])}
+    result["decode_ratio"] = round(result["traced_decode"]["median_ms"]
+                                   / result["untraced_decode"]["median_ms"], 3)
+    result["case_ratio"] = round(result["traced_case"]["median_ms"]
+                                 / result["untraced_case"]["median_ms"], 3)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lib", required=True, help="palw-manifest.json, build dir or lib dir")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--json", help="also write the result here")
+    args = parser.parse_args(argv)
+
+    build = RuntimeBuild.locate(Path(args.lib))
+    runtime = Runtime(build)
+    if not runtime.has_cuda_trace:
+        print(f"bench_decode: {build.lib_dir} has no CUDA backend with the PALW procs", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    model = runtime.load_model(Path(args.model))
+    load_seconds = time.perf_counter() - start
+    token = model.default_token()
+    discovery = discover(model, token)
+    result = measure(model, token, discovery.candidates, kernel_digests(build.lib_dir), args.repeat)
+    result["model_load_s"] = round(load_seconds, 3)
+    result["token"] = token
+    for key in ("untraced_decode", "traced_decode", "untraced_case", "traced_case"):
+        row = result[key]
+        print(f"{key:17s} median {row['median_ms']:8.3f} ms  p90 {row['p90_ms']:8.3f} ms  "
+              f"min {row['min_ms']:8.3f} ms  (n={row['n']})")
+    print(f"traced/untraced: decode {result['decode_ratio']}x, whole case {result['case_ratio']}x; "
+          f"model load {result['model_load_s']} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
