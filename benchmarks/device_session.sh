@@ -21,7 +21,7 @@ step() {  # step NAME TIMEOUT COMMAND...: run, log rc and seconds, never abort t
   local name=$1 limit=$2; shift 2
   if (( $(elapsed) + 5 > STOP_AT )); then log "$name: skipped (time)"; return 0; fi
   local t0=$(date +%s)
-  timeout "$limit" "$@" > "$RES/$name.log" 2>&1; local rc=$?
+  timeout "$limit" bash -c '"$@"' _ "$@" > "$RES/$name.log" 2>&1; local rc=$?
   log "$name: rc=$rc in $(( $(date +%s) - t0 ))s"; tail -n 4 "$RES/$name.log" | sed 's/^/   /' | tee -a "$RES/steps.log"
   pack; return $rc
 }
@@ -70,6 +70,8 @@ suite() {  # the whole conformance suite on the full model, certificate written
       --junitxml "$RES/junit-suite.xml" -o console_output_style=classic --durations=15
 }
 
+export -f setup build model selftest smoke smoke_acceptance sanitizer goldens suite
+export RES OUT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; exit 1; }
 export PYTHONPATH=/tmp/site
@@ -82,6 +84,7 @@ MODEL=$(tail -n 1 "$RES/model.log" | awk '{print $2}')
 SMOKE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['outputs']['tools']['smoke'])" "$MANIFEST")
 LIB_DIR=$(dirname "$SMOKE")
 DIGEST=$(sha256sum "$(ls "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['outputs']['lib_dir'])" "$MANIFEST")"/libggml-cuda.so* | head -n 1)" | cut -c1-64)
+export MANIFEST MODEL SMOKE DIGEST
 log "manifest=$MANIFEST model=$MODEL smoke=$SMOKE digest=$DIGEST"
 step selftest 60 selftest
 step smoke 150 smoke_acceptance

@@ -2,10 +2,14 @@
 
 Each mutant is one small source edit of the runtime under test (the patched llama.cpp tree
 of a build, or our native runtime) and the conformance cases that must fail because of it.
-The runner applies one mutant at a time to a finished CUDA build, rebuilds incrementally,
-runs the named cases (kernel digest pinned to the unmutated library, so only the mutation
-differs), checks each named case failed, restores the source and rebuilds at the end.
-It needs the GPU the build traces on.
+
+- ``gpu`` mutants: applied in place to a finished CUDA build, which is rebuilt incrementally;
+  the named cases run with the kernel digest pinned to the unmutated library (so only the
+  mutation differs); the source is restored and rebuilt at the end. Needs the GPU.
+- ``cpu`` mutants: the host codec the CPU tier compiles (cffi) from a mutated copy of
+  ``native/runtime-palw/cuda`` ($PALW_HOST_ABI_DIR); nothing of ours is touched.
+
+A mutant is killed when every named case fails.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from .paths import CONFORMANCE_DIR, PROJECT_ROOT
 
 @dataclass(frozen=True)
 class Mutant:
+    tier: str  # "gpu" or "cpu"
     name: str
     claim: str  # what the broken runtime does
     root: str  # "source" (the build's patched llama.cpp tree) or "native" (runtime-palw/cuda)
@@ -35,39 +40,49 @@ class Mutant:
 
 
 MUTANTS = (
-    Mutant("producer-count-off-by-one", "the producer reports one launch more than it captured",
+    Mutant("gpu", "producer-count-off-by-one", "the producer reports one launch more than it captured",
            "native", "producer_accumulator.cu",
            "return context != nullptr ? context->count : 0u;",
            "return context != nullptr ? context->count + (context->count != 0u) : 0u;",
            ("test_reject_index.py::test_reject_v2[5]", "test_positive_trace.py::test_v2_statuses")),
-    Mutant("records-swapped", "finalize writes the records of launches 0 and 1 in swapped order",
+    Mutant("gpu", "records-swapped", "finalize writes the records of launches 0 and 1 in swapped order",
            "native", "producer_accumulator.cu",
            "host_records[i] = context->templates[i];",
            "host_records[i] = context->templates[i < 2u ? 1u - i : i];",
            ("test_positive_trace.py::test_v2_record[0]", "test_positive_trace.py::test_v2_record[1]")),
-    Mutant("collector-wrong-rows", "the attention collector sketches the next row's outputs",
+    Mutant("gpu", "collector-wrong-rows", "the attention collector sketches the next row's outputs",
            "native", "producer_accumulator.cu",
            "value_bits = __float_as_uint(output[row * output_row_stride + column]);",
            "value_bits = __float_as_uint(output[((row + 1u) % output_rows) * output_row_stride + column]);",
            ("test_positive_trace.py::test_device_sketch_equals_host_sketch[3]",
             "test_positive_trace.py::test_device_sketch_equals_host_sketch[5]")),
-    Mutant("codec-rows-columns-swapped", "the C codec writes output columns before output rows",
+    Mutant("gpu", "codec-rows-columns-swapped", "the C codec writes output columns before output rows",
            "native", "record_codec.cpp",
            "    out.u32(base.output_rows);\n    out.u32(base.output_columns);",
            "    out.u32(base.output_columns);\n    out.u32(base.output_rows);",
            ("test_positive_trace.py::test_c_codec_equals_python_encoder[palw_trace]",)),
-    Mutant("softmax-not-hooked", "the softmax stage launches without the trace hook",
+    Mutant("gpu", "softmax-not-hooked", "the softmax stage launches without the trace hook",
            "source", "ggml/src/ggml-cuda/softmax.cu",
            "if (ggml_cuda_palw_trace_v2_attention_active(&ctx)) {",
            "if (false && ggml_cuda_palw_trace_v2_attention_active(&ctx)) {",
            ("test_positive_trace.py::test_v2_statuses", "test_positive_trace.py::test_v2_record[4]")),
-    Mutant("q6k-labelled-q4k", "the mixed association labels Q6_K weights as Q4_K",
+    Mutant("gpu", "q6k-labelled-q4k", "the mixed association labels Q6_K weights as Q4_K",
            "source", "src/llama-context.cpp",
            "? PALW_CUDA_TRACE_QUANTIZATION_Q4_K\n                        : weight->type == GGML_TYPE_Q6_K\n"
            "                            ? PALW_CUDA_TRACE_QUANTIZATION_Q6_K",
            "? PALW_CUDA_TRACE_QUANTIZATION_Q4_K\n                        : weight->type == GGML_TYPE_Q6_K\n"
            "                            ? PALW_CUDA_TRACE_QUANTIZATION_Q4_K",
            ("test_positive_trace.py::test_v2_statuses", "test_reject_index.py::test_reject_v2[1]")),
+    Mutant("cpu", "host-codec-rows-columns-swapped", "the host codec writes output columns before rows",
+           "native", "record_codec.cpp",
+           "    out.u32(base.output_rows);\n    out.u32(base.output_columns);",
+           "    out.u32(base.output_columns);\n    out.u32(base.output_rows);",
+           ("test_cpu_reference.py::test_c_codec_equals_python_encoder",)),
+    Mutant("cpu", "host-codec-sketch-little-endian", "the host codec writes sketch lanes little-endian",
+           "native", "record_codec.cpp",
+           "output_[written_ + i] = static_cast<uint8_t>(value >> (8 * (width - 1 - i)));",
+           "output_[written_ + i] = static_cast<uint8_t>(value >> (8 * (width == 8 ? i : width - 1 - i)));",
+           ("test_cpu_reference.py::test_c_codec_equals_python_encoder",)),
 )
 
 
@@ -103,51 +118,79 @@ def failed_cases(junit: Path) -> set[str]:
     return failed
 
 
-def run_cases(mutant: Mutant, lib: str, model: str, digest: str, workers: int, junit: Path) -> set[str]:
+def run_cases(mutant: Mutant, options: list[str], workers: int, junit: Path, env=None) -> set[str]:
     nodes = [str(CONFORMANCE_DIR / node) for node in mutant.must_fail]
-    args = [sys.executable, "-m", "pytest", *nodes, f"--palw-lib={lib}", f"--palw-model={model}",
-            f"--palw-kernel-digest={digest}", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
-    if workers > 1:
+    args = [sys.executable, "-m", "pytest", *nodes, *options, "-q", "-p", "no:cacheprovider",
+            f"--junitxml={junit}"]
+    if workers > 1 and len(nodes) > 1:
         args += ["-n", str(min(workers, len(nodes)))]
-    subprocess.run(args, capture_output=True, text=True, cwd=PROJECT_ROOT)
+    subprocess.run(args, capture_output=True, text=True, cwd=PROJECT_ROOT, env=env)
     return failed_cases(junit) if junit.is_file() else set()
+
+
+def _verdict(mutant: Mutant, failed: set[str], seconds: float) -> dict:
+    expected = {node.split("::", 1)[1] for node in mutant.must_fail}
+    killed = expected <= failed
+    print(f"{'KILLED  ' if killed else 'SURVIVED'} {mutant.name}: {mutant.claim}; failed "
+          f"{sorted(failed)} ({seconds:.0f} s)", flush=True)
+    return {"mutant": mutant.name, "tier": mutant.tier, "claim": mutant.claim, "seconds": round(seconds, 1),
+            "must_fail": sorted(expected), "failed": sorted(failed), "killed": killed}
+
+
+def run_cpu_mutant(mutant: Mutant, options: list[str], out: Path) -> dict:
+    """Mutate a copy of the native runtime; the CPU tier compiles its host codec from it."""
+    import os
+    import shutil
+    import tempfile
+
+    from .paths import NATIVE_RUNTIME_DIR
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"palw-mutant-{mutant.name}-") as scratch:
+        copy = Path(scratch) / "cuda"
+        shutil.copytree(NATIVE_RUNTIME_DIR, copy)
+        apply(mutant, {"native": copy})
+        env = dict(os.environ, PALW_HOST_ABI_DIR=str(copy))
+        failed = run_cases(mutant, options, 1, out / f"mutant-{mutant.name}.xml", env=env)
+    return _verdict(mutant, failed, time.perf_counter() - start)
 
 
 def main_mutants(args: argparse.Namespace) -> int:
     from .runtime import RuntimeBuild
     from .session import kernel_digests
 
-    build = RuntimeBuild.locate(Path(args.lib))
-    manifest = build.manifest
-    roots = mutant_roots(manifest)
-    build_dir = Path(build.manifest_path).parent / "build"
-    targets = ["llama", "ggml"]
-    digest = kernel_digests(build.lib_dir)["q4_k"].hex()  # of the unmutated library
-    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    chosen = [m for m in MUTANTS if m.tier == args.tier and (not args.only or m.name in args.only)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    options = [f"--palw-model={args.model}"] + ([f"--palw-lib={args.lib}"] if args.lib else [])
     results = []
-    try:
-        for mutant in chosen:
-            path, original = apply(mutant, roots)
-            try:
-                seconds = rebuild(build_dir, targets)
-                failed = run_cases(mutant, args.lib, args.model, digest, args.workers,
-                                   out / f"mutant-{mutant.name}.xml")
-            finally:
-                path.write_text(original)
-            expected = {node.split("::", 1)[1] for node in mutant.must_fail}
-            killed = expected <= failed
-            results.append({"mutant": mutant.name, "claim": mutant.claim, "rebuild_s": round(seconds, 1),
-                            "must_fail": sorted(expected), "failed": sorted(failed), "killed": killed})
-            print(f"{'KILLED ' if killed else 'SURVIVED'} {mutant.name}: {mutant.claim}; failed "
-                  f"{sorted(failed)} (rebuild {seconds:.0f} s)", flush=True)
-    finally:
-        rebuild(build_dir, targets)  # the unmutated runtime again
+    if args.tier == "cpu":
+        results = [run_cpu_mutant(mutant, options, out) for mutant in chosen]
+    else:
+        if not args.lib:
+            raise PalwError("gpu mutants rebuild a finished cuda build in place: pass --lib MANIFEST")
+        build = RuntimeBuild.locate(Path(args.lib))
+        roots = mutant_roots(build.manifest)
+        build_dir = Path(build.manifest_path).parent / "build"
+        targets = ["llama", "ggml"]
+        # The digest of the unmutated library, so that only the mutation differs.
+        options.append(f"--palw-kernel-digest={kernel_digests(build.lib_dir)['q4_k'].hex()}")
+        try:
+            for mutant in chosen:
+                path, original = apply(mutant, roots)
+                start = time.perf_counter()
+                try:
+                    rebuild(build_dir, targets)
+                    failed = run_cases(mutant, options, args.workers, out / f"mutant-{mutant.name}.xml")
+                finally:
+                    path.write_text(original)
+                results.append(_verdict(mutant, failed, time.perf_counter() - start))
+        finally:
+            rebuild(build_dir, targets)  # the unmutated runtime again
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     survivors = [r["mutant"] for r in results if not r["killed"]]
-    print(f"{len(results) - len(survivors)} of {len(results)} mutants killed"
+    print(f"{len(results) - len(survivors)} of {len(results)} {args.tier} mutants killed"
           + (f"; survived: {', '.join(survivors)}" if survivors else ""))
     return 1 if survivors else 0
 
@@ -155,11 +198,20 @@ def main_mutants(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("mutants", help="break the runtime on purpose and check the suite notices",
                                    description=__doc__)
-    parser.add_argument("--lib", required=True, help="palw-manifest.json of a finished cuda build")
-    parser.add_argument("--model", default="profile:full")
+    parser.add_argument("--tier", choices=("cpu", "gpu"), default="cpu",
+                        help="cpu: mutated host codec on the CPU tier; gpu: mutated CUDA build (default cpu)")
+    parser.add_argument("--lib", help="palw-manifest.json (gpu: of a finished cuda build; cpu: default "
+                        "the plugin's runtime)")
+    parser.add_argument("--model", default=None, help="default profile:tiny (cpu) or profile:full (gpu)")
     parser.add_argument("--only", nargs="*", help="mutant names (default: all)",
                         choices=[m.name for m in MUTANTS])
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--out", default="palw-mutants")
     parser.add_argument("--json")
-    parser.set_defaults(func=main_mutants)
+    parser.set_defaults(func=lambda args: main_mutants(_with_default_model(args)))
+
+
+def _with_default_model(args: argparse.Namespace) -> argparse.Namespace:
+    if args.model is None:
+        args.model = "profile:tiny" if args.tier == "cpu" else "profile:full"
+    return args

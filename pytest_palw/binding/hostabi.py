@@ -8,14 +8,19 @@ tests of the native code and as the C side of the codec cross-check.
 from __future__ import annotations
 
 import functools
+import os
 import re
+from pathlib import Path
 
 from ..paths import NATIVE_RUNTIME_DIR
 from .cdef import defined_functions, header_cdef
 from .compile import build_extension
 
-HEADER = NATIVE_RUNTIME_DIR / "palw_cuda_llama_mmvq.h"
-HOST_SOURCES = [NATIVE_RUNTIME_DIR / "record_codec.cpp", NATIVE_RUNTIME_DIR / "producer_contract.cpp"]
+# $PALW_HOST_ABI_DIR: a (mutated) copy of runtime-palw/cuda for `palw mutants --tier cpu`; it
+# changes this host module only, never what `palw build` compiles.
+HOST_ABI_DIR = Path(os.environ.get("PALW_HOST_ABI_DIR") or NATIVE_RUNTIME_DIR)
+HEADER = HOST_ABI_DIR / "palw_cuda_llama_mmvq.h"
+HOST_SOURCES = [HOST_ABI_DIR / "record_codec.cpp", HOST_ABI_DIR / "producer_contract.cpp"]
 FIRST_DECLARATION = "typedef enum palw_cuda_trace_status"
 
 
@@ -37,5 +42,5 @@ def load_host_abi():
         cdef,
         '#include "palw_cuda_llama_mmvq.h"\n',
         sources=sources,
-        include_dirs=[NATIVE_RUNTIME_DIR],
+        include_dirs=[HOST_ABI_DIR],
     )

@@ -1,0 +1,39 @@
+"""The suite fails on broken runtimes: every mutant's anchor exists, and the CPU mutants are killed.
+
+The GPU mutants (`palw mutants --tier gpu`) rebuild a CUDA runtime and need the device; here we
+check that each still applies to the sources it mutates, so a drifting runtime is noticed.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from pytest_palw.mutants import MUTANTS
+from pytest_palw.paths import NATIVE_RUNTIME_DIR, SEED_PATCH
+
+
+def _patched_lines(path: str) -> str:
+    """The lines the seed patch adds to ``path``, without their '+' (source mutants' anchors)."""
+    added, current = [], None
+    for line in SEED_PATCH.read_text().splitlines():
+        if line.startswith("+++ "):
+            current = line[len("+++ b/"):]
+        elif line.startswith("+") and current == path:
+            added.append(line[1:])
+    return "\n".join(added)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_anchor_occurs_once(mutant):
+    text = (NATIVE_RUNTIME_DIR / mutant.path).read_text() if mutant.root == "native" else _patched_lines(mutant.path)
+    assert text.count(mutant.old) == 1, f"{mutant.name}: anchor not unique in {mutant.path}"
+    assert mutant.old != mutant.new and mutant.must_fail
+
+
+def test_cpu_mutants_are_killed(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "pytest_palw.cli", "mutants", "--tier", "cpu",
+                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=1200)
+    cpu = [m for m in MUTANTS if m.tier == "cpu"]
+    assert f"{len(cpu)} of {len(cpu)} cpu mutants killed" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert result.returncode == 0
