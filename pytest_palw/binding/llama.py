@@ -40,6 +40,10 @@ def load_llama_cpp(lib_dir: Path, fallback_python_path: Path | None = None):
     except (OSError, RuntimeError, FileNotFoundError) as error:
         raise RuntimeLibraryError(f"cannot load {lib_dir}/libllama.so ({error}): rebuild with "
                                   "`palw build` or fix --palw-lib") from error
+    except AttributeError as error:  # the binding resolves every llama.h symbol at import
+        raise RuntimeLibraryError(
+            f"{lib_dir}/libllama.so is not the libllama llama-cpp-python {REQUIRED_VERSION} binds "
+            f"({error}): point --palw-lib at a `palw build` output") from error
     if getattr(package, "__version__", None) != REQUIRED_VERSION:
         raise RuntimeLibraryError(
             f"llama-cpp-python {package.__version__} is installed, the patched runtime needs "

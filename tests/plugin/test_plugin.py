@@ -46,6 +46,26 @@ def test_missing_library_stops_the_session(pytester, tmp_path):
     assert "palw-manifest.json" in _one_line_error(result)
 
 
+def test_library_without_palw_symbols_stops_the_session(pytester, tmp_path):
+    """A libllama.so without the llama_palw_* exports (as an unpatched build; here the real
+    libggml-base.so stands in) is refused before the binding loads it."""
+    from pytest_palw.build import api
+
+    manifest = api.find_manifest(variant="cpu")
+    lib_dir = tmp_path / "bin"
+    lib_dir.mkdir()
+    (lib_dir / "libllama.so").write_bytes((manifest.lib_dir / "libggml-base.so").read_bytes())
+    data = json.loads(manifest.path.read_text())
+    data["outputs"]["lib_dir"] = str(lib_dir)
+    (tmp_path / "palw-manifest.json").write_text(json.dumps(data))
+    result = _run(pytester, str(CONFORMANCE_DIR / "test_class_counts.py"),
+                  f"--palw-lib={tmp_path / 'palw-manifest.json'}")
+    assert result.ret == 7  # RuntimeLibraryError
+    line = _one_line_error(result)
+    assert "exports no llama_palw_* functions: it is not a PALW trace build" in line
+    assert "palw build" in line
+
+
 @pytest.fixture(scope="module")
 def cpu_certificate(tmp_path_factory):
     """One CPU-tier run of the whole suite, two xdist workers, certificate written."""
