@@ -19,6 +19,7 @@ from . import options as opts
 from .certificate import Certificate
 from .devices import Device, assign_worker_device, visible_devices
 from .errors import PalwError, RuntimeLibraryError
+from .load_probe import probe_model_load
 from .paths import CONFORMANCE_DIR
 from .profile import check_profile
 from .runtime import Model, Runtime, RuntimeBuild
@@ -119,6 +120,7 @@ class PalwSession:
             raise RuntimeLibraryError(
                 f"{libllama} exports no llama_palw_* functions: it is not a PALW trace build; "
                 "build one with `palw build` and pass it with --palw-lib")
+        probe_model_load(build.manifest_path or build.lib_dir, model)
 
     # -- lazy runtime objects (per process) -------------------------------------------
     @cached_property

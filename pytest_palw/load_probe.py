@@ -1,0 +1,51 @@
+"""Load the model once in a child process before the session starts.
+
+A runtime that kills the Python process while loading (seen on 2026-12-03: a CUDA build made on
+the device segfaulted in llama_model_load_from_file under Python while the seed smoke tool ran
+fine) cannot be caught in-process: every xdist worker would crash in turn. The probe turns that
+into one line that names the cause and the way out.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import RuntimeLibraryError
+
+
+def probe_model_load(location: Path, model: Path, timeout: float = 900) -> None:
+    """Raise RuntimeLibraryError if loading ``model`` with the runtime at ``location`` kills Python."""
+    result = subprocess.run([sys.executable, "-m", "pytest_palw.load_probe", str(location), str(model)],
+                            capture_output=True, text=True, timeout=timeout)
+    problem = verdict(result.returncode, location, model)
+    if problem:
+        raise RuntimeLibraryError(problem)
+
+
+def verdict(returncode: int, location: Path, model: Path) -> str | None:
+    """The one-line error for a child that died of a signal; None otherwise (other failures are
+    reported by the in-process load, with their own cause)."""
+    if returncode >= 0:
+        return None
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return (f"loading {model} through llama-cpp-python with the runtime {location} kills the process "
+            f"({name}); the runtime's C tools may still work, the Python binding cannot: rebuild it "
+            "(`palw build --force`) or use a runtime built elsewhere (benchmarks/prebuild_cuda.sh)")
+
+
+def main(argv: list[str]) -> int:
+    from .runtime import Runtime, RuntimeBuild
+
+    runtime = Runtime(RuntimeBuild.locate(Path(argv[0])))
+    runtime.load_model(Path(argv[1])).free()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
