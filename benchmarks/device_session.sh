@@ -71,6 +71,11 @@ sanitizer() {
       --q4-cubin-sha256 $DIGEST --q6-cubin-sha256 $DIGEST --qk-cubin-sha256 $DIGEST \
       --softmax-cubin-sha256 $DIGEST --pv-cubin-sha256 $DIGEST
 }
+load_probe() {  # the plugin's pre-session probe; on a crash, the native backtrace says where
+  python3 -m pytest_palw.load_probe "$MANIFEST" "$MODEL" && return 0
+  cuda-gdb -batch -ex run -ex bt --args python3 -m pytest_palw.load_probe "$MANIFEST" "$MODEL"
+  return 1
+}
 goldens() {  # without xdist: syrupy's update must see every golden case in one process
   python3 -m pytest conformance/test_golden_streams.py --palw-lib="$MANIFEST" --palw-model=profile:full \
       -q -p no:cacheprovider --snapshot-update && cp -r fixtures/goldens "$RES/"
@@ -81,7 +86,7 @@ suite() {  # the whole conformance suite on the full model, certificate written
       --junitxml "$RES/junit-suite.xml" -o console_output_style=classic --durations=15
 }
 
-export -f setup build model selftest smoke smoke_acceptance sanitizer goldens suite
+export -f setup build model selftest smoke smoke_acceptance sanitizer load_probe goldens suite
 export RES OUT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; exit 1; }
@@ -99,6 +104,7 @@ export MANIFEST MODEL SMOKE DIGEST
 log "manifest=$MANIFEST model=$MODEL smoke=$SMOKE digest=$DIGEST"
 step selftest 60 selftest
 step smoke 150 smoke_acceptance
+step load_probe 90 load_probe
 step goldens 60 goldens
 step suite 150 suite 4
 step bench_decode 60 python3 benchmarks/bench_decode.py --lib "$MANIFEST" --model "$MODEL" --repeat 30 --json "$RES/bench_decode.json"
