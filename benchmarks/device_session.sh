@@ -98,8 +98,8 @@ MANIFEST=$(tail -n 1 "$RES/build.log")
 wait $MODEL_PID; log "model: rc=$? $(tail -n 1 "$RES/model.log")"
 MODEL=$(tail -n 1 "$RES/model.log" | awk '{print $2}')
 SMOKE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['outputs']['tools']['smoke'])" "$MANIFEST")
-LIB_DIR=$(dirname "$SMOKE")
-DIGEST=$(sha256sum "$(ls "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['outputs']['lib_dir'])" "$MANIFEST")"/libggml-cuda.so* | head -n 1)" | cut -c1-64)
+# The plugin's own default digest rule (sha256 of libggml-cuda), so smoke and plugin agree.
+DIGEST=$(python3 -c "import sys; from pathlib import Path; from pytest_palw.runtime import RuntimeBuild; from pytest_palw.session import kernel_digests; print(kernel_digests(RuntimeBuild.locate(Path(sys.argv[1])).lib_dir)['q4_k'].hex())" "$MANIFEST")
 export MANIFEST MODEL SMOKE DIGEST
 log "manifest=$MANIFEST model=$MODEL smoke=$SMOKE digest=$DIGEST"
 step selftest 60 selftest

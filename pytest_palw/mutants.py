@@ -39,6 +39,13 @@ class Mutant:
     must_fail: tuple[str, ...]  # conformance node ids, relative to conformance/
 
 
+# One codec edit, caught by the GPU tier (runtime codec) and by the CPU tier (host codec).
+ROWS_THEN_COLUMNS = "    out.u32(base.output_rows);\n    out.u32(base.output_columns);"
+COLUMNS_THEN_ROWS = "    out.u32(base.output_columns);\n    out.u32(base.output_rows);"
+# The mixed association's label for the weight type (the legacy one is indented differently).
+MIXED_Q6_K_LABEL = ("? PALW_CUDA_TRACE_QUANTIZATION_Q4_K\n                        : weight->type == GGML_TYPE_Q6_K\n"
+                    "                            ? PALW_CUDA_TRACE_QUANTIZATION_")
+
 MUTANTS = (
     Mutant("gpu", "producer-count-off-by-one", "the producer reports one launch more than it captured",
            "native", "producer_accumulator.cu",
@@ -57,9 +64,7 @@ MUTANTS = (
            ("test_positive_trace.py::test_device_sketch_equals_host_sketch[3]",
             "test_positive_trace.py::test_device_sketch_equals_host_sketch[5]")),
     Mutant("gpu", "codec-rows-columns-swapped", "the C codec writes output columns before output rows",
-           "native", "record_codec.cpp",
-           "    out.u32(base.output_rows);\n    out.u32(base.output_columns);",
-           "    out.u32(base.output_columns);\n    out.u32(base.output_rows);",
+           "native", "record_codec.cpp", ROWS_THEN_COLUMNS, COLUMNS_THEN_ROWS,
            ("test_positive_trace.py::test_c_codec_equals_python_encoder[palw_trace]",)),
     Mutant("gpu", "softmax-not-hooked", "the softmax stage launches without the trace hook",
            "source", "ggml/src/ggml-cuda/softmax.cu",
@@ -67,16 +72,10 @@ MUTANTS = (
            "if (false && ggml_cuda_palw_trace_v2_attention_active(&ctx)) {",
            ("test_positive_trace.py::test_v2_statuses", "test_positive_trace.py::test_v2_record[4]")),
     Mutant("gpu", "q6k-labelled-q4k", "the mixed association labels Q6_K weights as Q4_K",
-           "source", "src/llama-context.cpp",
-           "? PALW_CUDA_TRACE_QUANTIZATION_Q4_K\n                        : weight->type == GGML_TYPE_Q6_K\n"
-           "                            ? PALW_CUDA_TRACE_QUANTIZATION_Q6_K",
-           "? PALW_CUDA_TRACE_QUANTIZATION_Q4_K\n                        : weight->type == GGML_TYPE_Q6_K\n"
-           "                            ? PALW_CUDA_TRACE_QUANTIZATION_Q4_K",
+           "source", "src/llama-context.cpp", MIXED_Q6_K_LABEL + "Q6_K", MIXED_Q6_K_LABEL + "Q4_K",
            ("test_positive_trace.py::test_v2_statuses", "test_reject_index.py::test_reject_v2[1]")),
     Mutant("cpu", "host-codec-rows-columns-swapped", "the host codec writes output columns before rows",
-           "native", "record_codec.cpp",
-           "    out.u32(base.output_rows);\n    out.u32(base.output_columns);",
-           "    out.u32(base.output_columns);\n    out.u32(base.output_rows);",
+           "native", "record_codec.cpp", ROWS_THEN_COLUMNS, COLUMNS_THEN_ROWS,
            ("test_cpu_reference.py::test_c_codec_equals_python_encoder",)),
     Mutant("cpu", "host-codec-sketch-little-endian", "the host codec writes sketch lanes little-endian",
            "native", "record_codec.cpp",
@@ -162,7 +161,8 @@ def main_mutants(args: argparse.Namespace) -> int:
     chosen = [m for m in MUTANTS if m.tier == args.tier and (not args.only or m.name in args.only)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    options = [f"--palw-model={args.model}"] + ([f"--palw-lib={args.lib}"] if args.lib else [])
+    model = args.model or ("profile:tiny" if args.tier == "cpu" else "profile:full")
+    options = [f"--palw-model={model}"] + ([f"--palw-lib={args.lib}"] if args.lib else [])
     results = []
     if args.tier == "cpu":
         results = [run_cpu_mutant(mutant, options, out) for mutant in chosen]
@@ -208,10 +208,4 @@ def register(subparsers) -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--out", default="palw-mutants")
     parser.add_argument("--json")
-    parser.set_defaults(func=lambda args: main_mutants(_with_default_model(args)))
-
-
-def _with_default_model(args: argparse.Namespace) -> argparse.Namespace:
-    if args.model is None:
-        args.model = "profile:tiny" if args.tier == "cpu" else "profile:full"
-    return args
+    parser.set_defaults(func=main_mutants)
