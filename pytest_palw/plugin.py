@@ -68,6 +68,7 @@ def pytest_runtest_setup(item):
     skip_if_tier_unavailable(_session(item.config), item)
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: `-p no:xdist` must still work
 def pytest_testnodedown(node, error):
     facts = getattr(node, "workeroutput", {}).get("palw_facts")
     if facts:

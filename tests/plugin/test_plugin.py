@@ -125,3 +125,12 @@ def test_option_precedence(pytester, monkeypatch):
     monkeypatch.setenv("PALW_DEVICE", "1")
     result = pytester.runpytest_subprocess("-s", "--palw-token=7")
     result.stdout.fnmatch_lines(["*RESOLVED 7 1 profile:tiny*"])
+
+
+def test_plugin_runs_without_xdist(pytester):
+    """The xdist hook is optional: `-p no:xdist` (a plain, single-process run) must not
+    abort with 'unknown hook pytest_testnodedown'."""
+    result = _run(pytester, "-p", "no:xdist", str(CONFORMANCE_DIR / "test_class_counts.py"))
+    assert "unknown hook" not in result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert result.parseoutcomes()["passed"] >= 1
