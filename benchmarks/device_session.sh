@@ -78,7 +78,7 @@ load_probe() {  # the plugin's pre-session probe; on a crash, the native backtra
 }
 goldens() {  # without xdist: syrupy's update must see every golden case in one process
   python3 -m pytest conformance/test_golden_streams.py --palw-lib="$MANIFEST" --palw-model=profile:full \
-      -q -p no:cacheprovider --snapshot-update && cp -r fixtures/goldens "$RES/"
+      -q -p no:cacheprovider --snapshot-update --snapshot-no-cleanup && cp -r fixtures/goldens "$RES/"
 }
 suite() {  # the whole conformance suite on the full model, certificate written
   python3 -m pytest conformance --palw-lib="$MANIFEST" --palw-model=profile:full -n "${1:-4}" -q \

@@ -1,7 +1,8 @@
 """Claim: the encoded record stream is golden. Full stream per (model, device class, token);
 the structural stream (sketch lanes zeroed) is the same on every device class.
 
-A deliberate change is recorded with ``pytest --snapshot-update`` (syrupy); the files live in
+A deliberate change is recorded with ``pytest --snapshot-update --snapshot-no-cleanup`` (syrupy;
+the second flag keeps the goldens of other profiles and devices); the files live in
 fixtures/goldens/test_golden_streams/ and are reviewed like code.
 """
 

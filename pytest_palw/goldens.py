@@ -10,7 +10,7 @@ GOLDENS_DIR = FIXTURES_DIR / "goldens"
 
 
 class GoldenStreamExtension(SingleFileSnapshotExtension):
-    """One ``.bin`` per stream; update deliberately with ``pytest --snapshot-update``."""
+    """One ``.bin`` per stream; update deliberately with ``pytest --snapshot-update --snapshot-no-cleanup``."""
 
     file_extension = "bin"
 
