@@ -24,8 +24,11 @@ elapsed() { echo $(( $(date +%s) - START )); }
 log() { echo "== [$(elapsed)s] $*" | tee -a "$RES/steps.log"; }
 # $OUT brings back 8 files at most: everything goes into one archive, refreshed after each step.
 pack() { cp "$RES/steps.log" "$OUT/steps.log"; tar czf "$OUT/results.tgz" -C "$RES" . 2>/dev/null; }
+ONLY=" $* "  # step names given as arguments: run only those (setup and build always run)
 step() {  # step NAME TIMEOUT COMMAND...: run, log rc and seconds, never abort the script
   local name=$1 limit=$2; shift 2
+  if [ "$ONLY" != "  " ] && [[ "$ONLY" != *" $name "* ]] && [[ " setup build " != *" $name "* ]]; then
+    return 0; fi
   if (( $(elapsed) + 5 > STOP_AT )); then log "$name: skipped (time)"; return 0; fi
   local t0=$(date +%s)
   timeout "$limit" bash -c '"$@"' _ "$@" > "$RES/$name.log" 2>&1; local rc=$?
@@ -71,10 +74,31 @@ sanitizer() {
       --q4-cubin-sha256 $DIGEST --q6-cubin-sha256 $DIGEST --qk-cubin-sha256 $DIGEST \
       --softmax-cubin-sha256 $DIGEST --pv-cubin-sha256 $DIGEST
 }
+mapped_cuda_libs() {  # which CUDA libraries a Python process maps once the binding is bound
+  python3 - "$1" <<'PY'
+import sys
+from pathlib import Path
+from pytest_palw.runtime import RuntimeBuild
+from pytest_palw.binding.llama import load_llama_cpp
+build = RuntimeBuild.locate(Path(sys.argv[1]))
+load_llama_cpp(build.lib_dir, build.binding_python_path).llama_backend_init()
+libs = sorted({line.split()[-1] for line in open("/proc/self/maps") if ".so" in line.split()[-1]})
+print("\n".join(l for l in libs if any(k in l for k in ("cuda", "cublas", "nvidia", "ggml", "llama"))))
+PY
+}
 load_probe() {  # the plugin's pre-session probe; on a crash, the native backtrace says where
-  python3 -m pytest_palw.load_probe "$MANIFEST" "$MODEL" && return 0
-  cuda-gdb -batch -ex run -ex bt --args python3 -m pytest_palw.load_probe "$MANIFEST" "$MODEL"
+  local manifest=${1:-$MANIFEST}
+  echo "ldd libggml-cuda:"; ldd "$(dirname "$manifest")/build/bin/libggml-cuda.so" | grep -i -E "cu|nv"
+  echo "mapped in Python:"; mapped_cuda_libs "$manifest"
+  python3 -m pytest_palw.load_probe "$manifest" "$MODEL" && return 0
+  cuda-gdb -batch -ex run -ex bt --args python3 -m pytest_palw.load_probe "$manifest" "$MODEL"
   return 1
+}
+device_build_probe() {  # the runtime compiled HERE, from the source archive: does Python load it?
+  local manifest
+  manifest=$(python3 -m pytest_palw.cli build --source .carry/palw-source.tar.gz --variant cuda \
+      --cuda-arch 90 --pinned-cc 900 --jobs 16 --no-binding-install --print-manifest) || return 1
+  load_probe "$manifest"
 }
 goldens() {  # without xdist: syrupy's update must see every golden case in one process
   python3 -m pytest conformance/test_golden_streams.py --palw-lib="$MANIFEST" --palw-model=profile:full \
@@ -86,7 +110,8 @@ suite() {  # the whole conformance suite on the full model, certificate written
       --junitxml "$RES/junit-suite.xml" -o console_output_style=classic --durations=15
 }
 
-export -f setup build model selftest smoke smoke_acceptance sanitizer load_probe goldens suite
+export -f setup build model selftest smoke smoke_acceptance sanitizer mapped_cuda_libs load_probe \
+    device_build_probe goldens suite
 export RES OUT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; exit 1; }
@@ -112,4 +137,6 @@ step sanitizer 90 sanitizer
 step bench_certify $(( STOP_AT - $(elapsed) )) python3 benchmarks/bench_certify.py --lib "$MANIFEST" \
     --model "$MODEL" --smoke-sample 0,180,360 --workers 8,2,1 --budget-s $(( STOP_AT - $(elapsed) - 20 )) \
     --out "$RES" --json "$RES/bench_certify.json"
+# Last, with what time is left: settle the device-built crash (needs ~200 s).
+[ -f .carry/cuda-prebuilt.tgz ] && step device_build_probe 280 device_build_probe
 log "done"; pack

@@ -58,6 +58,7 @@ class Certificate:
     workers: dict[str, dict] = field(default_factory=dict)
     started: float | None = None
     finished: float | None = None
+    partial_run: list[str] = field(default_factory=list)  # selection.partial_run_reasons
 
     def record(self, report, tier: str) -> None:
         case = self.cases.setdefault(report.nodeid, CaseResult(report.nodeid, tier))
@@ -101,6 +102,7 @@ class Certificate:
             if tier in NOT_CERTIFIED_HERE:
                 continue  # another platform's claim: listed in the cases, not a verdict reason
             reasons.append(f"{tier.upper()} tier not run: {len(cases)} case(s) skipped ({cases[0].reason})")
+        reasons += self.partial_run
         conflicts = self.facts.get("fingerprints", {}).get("_conflicts")
         if conflicts:
             reasons.append(f"workers disagree on fingerprints: {conflicts}")

@@ -8,7 +8,7 @@ import pytest
 
 from . import options
 from .errors import PalwError
-from .paths import CONFORMANCE_DIR
+from .selection import in_suite, partial_run_reasons
 from .session import PalwSession, skip_if_tier_unavailable
 
 pytest_plugins = ["pytest_palw.pytest_fixtures"]
@@ -58,10 +58,14 @@ def pytest_sessionstart(session):
 def pytest_collection_modifyitems(config, items):
     # Every case of the conformance suite counts for the certificate: cpu tier unless marked.
     for item in items:
-        path = item.path.resolve()
-        if CONFORMANCE_DIR in path.parents and not any(
+        if in_suite(item.path) and not any(
                 item.get_closest_marker(f"palw_{tier}") for tier in ("cpu", "gpu", "pinned", "metal")):
             item.add_marker("palw_cpu")
+
+
+def pytest_deselected(items):
+    if items:
+        _session(items[0].config).deselected += sum(1 for item in items if in_suite(item.path))
 
 
 def pytest_runtest_setup(item):
@@ -82,6 +86,9 @@ def pytest_sessionfinish(session, exitstatus):
         return
     palw.certificate.merge_facts(palw.facts())
     palw.certificate.finished = time.time()
+    # Under xdist the workers collect and deselect (each the same cases): the first count holds.
+    palw.certificate.partial_run = partial_run_reasons(
+        session.config.args, palw.certificate.facts.get("deselected", 0), palw.certificate.cases)
     path = palw.option("palw_certificate")
     if path and palw.certificate.cases:
         palw.certificate.write(path)

@@ -60,6 +60,7 @@ class PalwSession:
         self.kernel_infos: dict = {}
         self.device_assignment: str | None = None
         self.used = False
+        self.deselected = 0  # conformance cases this process's collection deselected
 
     # -- configuration -------------------------------------------------------------
     def option(self, dest: str) -> str | None:
@@ -183,7 +184,7 @@ class PalwSession:
     # -- facts for the certificate ------------------------------------------------------
     def facts(self) -> dict:
         if not self.used:
-            return {"worker": self.worker_facts()}
+            return {"worker": self.worker_facts(), "deselected": self.deselected}
         build, model = self.build, self.model
         device = self.device
         facts = {
@@ -199,6 +200,7 @@ class PalwSession:
             "kernel_infos": self.kernel_infos,
             "notes": self.notes,
             "worker": self.worker_facts(),
+            "deselected": self.deselected,
         }
         if "discovery" in self.__dict__:
             discovery = self.discovery

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import BuildError, PalwError
 from ..paths import cache_dir
 from .binding import ensure_binding, installed_version
-from .config import DEFAULT_CUDA_ARCH, check_pinned_cc_supported
+from .config import DEFAULT_CUDA_ARCH, BuildConfig, check_pinned_cc_supported
 from .digests import sha256_file
 from .lock import exclusive
 from .manifest import MANIFEST_NAME, Manifest
@@ -27,12 +27,16 @@ PATCHED_FLAG = ".palw-patched"  # holds the key: the tree is fully patched for t
 def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc: int | None = None,
           source: Path | str | None = None, force: bool = False, jobs: int | None = None,
           build_root: Path | str | None = None, overlays: Path | str | None = None,
-          install_binding: bool = True) -> Manifest:
-    """Build the runtime for these inputs, or return the cached build (``manifest.cache_hit``)."""
+          install_binding: bool = True, patched: bool = True) -> Manifest:
+    """Build the runtime for these inputs, or return the cached build (``manifest.cache_hit``).
+
+    ``patched=False`` builds upstream llama.cpp from the same sdist: a reference for A/B
+    evidence (the plugin refuses it as a runtime under test).
+    """
     build_root = Path(build_root) if build_root else cache_dir("builds")
     plan = make_plan(variant=variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc, source=source,
-                     build_root=build_root, overlays=overlays)
-    if not plan.config.trace:
+                     build_root=build_root, overlays=overlays, patched=patched)
+    if plan.config.patched and not plan.config.trace:
         print(f"palw: warning: {plan.native.path} has no PALW header yet; building without the "
               "PALW trace (GGML_CUDA_PALW_TRACE=OFF)", file=sys.stderr)
     lock = plan.build_dir.with_name(plan.build_dir.name + ".lock")
@@ -49,12 +53,12 @@ def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc
 def find_manifest(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH,
                   pinned_cc: int | None = None, source: Path | str | None = None,
                   build_root: Path | str | None = None,
-                  overlays: Path | str | None = None) -> Manifest | None:
+                  overlays: Path | str | None = None, patched: bool = True) -> Manifest | None:
     """The finished build for these inputs on this host, or None; never downloads or builds."""
     try:
         plan = make_plan(variant=variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc, source=source,
                          build_root=Path(build_root) if build_root else cache_dir("builds"),
-                         overlays=overlays, download=False)
+                         overlays=overlays, download=False, patched=patched)
     except PalwError:
         return None  # `palw build` will say what is wrong; finding just finds nothing
     return _reusable(plan) if plan else None
@@ -102,7 +106,7 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
     run_logged([str(plan.toolchain.ninja), "-C", str(build_dir), *jobs_flag, *plan.config.targets],
                plan.build_dir / "build.log", step="ninja build",
                progress_label=f"build {plan.config.variant}")
-    outputs = _outputs(build_dir / "bin", plan.config.cuda)
+    outputs = _outputs(build_dir / "bin", plan.config)
     _warn_if_native_changed(plan)
     binding = ensure_binding(plan.source.path if plan.source.kind == "sdist" else None,
                              skip=not install_binding)
@@ -118,14 +122,15 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
         binding=binding, build_seconds=round(time.monotonic() - started, 1),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     manifest.write(plan.build_dir / MANIFEST_NAME)
-    print(f"palw: built the {plan.config.variant} runtime in {manifest.build_seconds:.0f} s: "
+    what = plan.config.variant + ("" if plan.config.patched else " unpatched reference")
+    print(f"palw: built the {what} runtime in {manifest.build_seconds:.0f} s: "
           f"{manifest.path}", file=sys.stderr)
     return manifest
 
 
 def _warn_if_native_changed(plan: Plan) -> None:
     """The key was taken before compiling; an edit meanwhile means the outputs may not match it."""
-    if native_runtime(plan.native.path).sha256 != plan.native.sha256:
+    if plan.config.patched and native_runtime(plan.native.path).sha256 != plan.native.sha256:
         print(f"palw: warning: {plan.native.path} changed during the build; the outputs may not "
               "match the recorded digests: rerun `palw build --force` once it is stable",
               file=sys.stderr)
@@ -140,7 +145,7 @@ def _patched_tree(plan: Plan, tree: Path) -> Path:
     print(f"palw: copying the source to {source_dir}", file=sys.stderr)
     copy_tree(tree, source_dir)
     shutil.rmtree(plan.build_dir / BUILD_SUBDIR, ignore_errors=True)  # stale against a new copy
-    if not plan.source.patched:
+    if not plan.source.patched and not plan.patch_set.is_empty:
         print("palw: applying the seed patch and overlays", file=sys.stderr)
         apply_patch_set(source_dir, plan.patch_set)
     flag.write_text(plan.key + "\n")
@@ -154,10 +159,10 @@ def _inputs(plan: Plan) -> dict:
     return inputs
 
 
-def _outputs(lib_dir: Path, cuda: bool) -> dict:
+def _outputs(lib_dir: Path, config: BuildConfig) -> dict:
     libllama = lib_dir / "libllama.so"
-    observer = lib_dir / "llama-palw-observer"
-    smoke = lib_dir / "llama-palw-mmvq-smoke" if cuda else None
+    observer = lib_dir / "llama-palw-observer" if config.patched else None
+    smoke = lib_dir / "llama-palw-mmvq-smoke" if config.cuda and config.patched else None
     missing = [path.name for path in (libllama, observer, smoke) if path and not path.is_file()]
     ggml = sorted(lib_dir.glob("libggml*.so"))
     if not ggml:
@@ -169,4 +174,5 @@ def _outputs(lib_dir: Path, cuda: bool) -> dict:
             "libllama_sha256": sha256_file(libllama),
             "ggml_libs": [{"name": path.name, "path": str(path), "sha256": sha256_file(path)}
                           for path in ggml],
-            "tools": {"observer": str(observer), "smoke": str(smoke) if smoke else None}}
+            "tools": {"observer": str(observer) if observer else None,
+                      "smoke": str(smoke) if smoke else None}}

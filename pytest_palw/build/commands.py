@@ -46,6 +46,10 @@ def _register_build(subparsers) -> None:
                         help="print the manifest path on stdout (for scripts)")
     parser.add_argument("--no-binding-install", action="store_true",
                         help="do not pip install llama-cpp-python; use the sdist's copy")
+    parser.add_argument("--unpatched", action="store_true",
+                        help="build upstream llama.cpp from the same source, without the seed patch "
+                             "and overlays (libllama, libggml only): a reference for A/B checks; "
+                             "it has no PALW trace, so the plugin refuses it")
     parser.set_defaults(func=_run_build)
 
 
@@ -55,7 +59,7 @@ def _run_build(args) -> int:
     manifest = build(args.variant, cuda_arch=args.cuda_arch, pinned_cc=args.pinned_cc,
                      source=args.source, force=args.force, jobs=args.jobs,
                      build_root=args.build_root, overlays=args.overlays,
-                     install_binding=not args.no_binding_install)
+                     install_binding=not args.no_binding_install, patched=not args.unpatched)
     if args.print_manifest:
         print(manifest.path)
     return 0

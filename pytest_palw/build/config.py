@@ -27,6 +27,7 @@ COMMON_FLAGS = (
 )
 CPU_TARGETS = ("llama", "ggml", "llama-palw-observer")
 CUDA_TARGETS = CPU_TARGETS + ("llama-palw-mmvq-smoke",)
+UNPATCHED_TARGETS = ("llama", "ggml")  # upstream has no PALW tools
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,13 @@ class BuildConfig:
     cuda_arch: str = DEFAULT_CUDA_ARCH
     pinned_cc: int | None = None
     trace: bool = True
+    patched: bool = True  # False: the upstream tree, a reference for A/B checks
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise BuildError(f"unknown variant {self.variant!r}: use --variant cpu or --variant cuda")
+        if not self.patched and (self.trace or self.pinned_cc is not None):
+            raise BuildError("an --unpatched build has no PALW trace and no pin: drop --pinned-cc")
 
     @property
     def cuda(self) -> bool:
@@ -46,12 +50,15 @@ class BuildConfig:
 
     @property
     def targets(self) -> tuple[str, ...]:
+        if not self.patched:
+            return UNPATCHED_TARGETS
         return CUDA_TARGETS if self.cuda else CPU_TARGETS
 
     def logical_flags(self) -> list[str]:
         """The flags that decide what gets built: no machine paths, so they can enter the cache key."""
         flags = list(COMMON_FLAGS)
-        flags.append(f"-DGGML_CUDA_PALW_TRACE={'ON' if self.trace else 'OFF'}")
+        if self.patched:  # upstream CMake does not know the option
+            flags.append(f"-DGGML_CUDA_PALW_TRACE={'ON' if self.trace else 'OFF'}")
         if self.cuda:
             # GGML_CUDA_GRAPHS keeps llama.cpp's default.
             flags += ["-DGGML_CUDA=ON", "-DGGML_CUDA_FA=OFF",

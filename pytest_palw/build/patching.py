@@ -21,13 +21,22 @@ OVERLAYS_ENV = "PALW_OVERLAYS_DIR"
 class PatchSet:
     """The seed patch then the overlays, in the order they apply."""
 
-    seed: Path
+    seed: Path | None  # None: the empty set of an unpatched reference build
     seed_sha256: str
     overlays: tuple[tuple[Path, str], ...] = field(default_factory=tuple)
 
+    @classmethod
+    def empty(cls) -> "PatchSet":
+        return cls(None, "", ())
+
+    @property
+    def is_empty(self) -> bool:
+        return self.seed is None
+
     def describe(self) -> dict:
         """The manifest's ``seed_patch`` and ``overlays`` entries."""
-        return {"seed_patch": {"path": str(self.seed), "sha256": self.seed_sha256},
+        seed = None if self.is_empty else {"path": str(self.seed), "sha256": self.seed_sha256}
+        return {"seed_patch": seed,
                 "overlays": [{"path": str(path), "sha256": digest} for path, digest in self.overlays]}
 
     def marker_digests(self) -> dict:
@@ -98,6 +107,8 @@ def copy_tree(source: Path, destination: Path) -> None:
 
 def apply_patch_set(tree: Path, patch_set: PatchSet) -> None:
     """Apply the seed patch then each overlay to ``tree`` in place; the first failure raises."""
+    if patch_set.is_empty:
+        return
     apply_patch(tree, patch_set.seed, role="seed patch")
     for path, _digest in patch_set.overlays:
         apply_patch(tree, path, role="overlay")

@@ -66,6 +66,17 @@ def test_library_without_palw_symbols_stops_the_session(pytester, tmp_path):
     assert "palw build" in line
 
 
+def test_upstream_library_stops_the_session(pytester):
+    """The real thing: upstream 0.3.34 llama.cpp (`palw build --unpatched`, same sdist)."""
+    from pytest_palw.build import api
+
+    upstream = api.build(variant="cpu", patched=False)
+    result = _run(pytester, str(CONFORMANCE_DIR / "test_class_counts.py"), f"--palw-lib={upstream.path}")
+    assert result.ret == 7  # RuntimeLibraryError
+    assert "exports no llama_palw_* functions: it is not a PALW trace build" in _one_line_error(result)
+    assert "passed" not in result.stdout.str().splitlines()[-1]
+
+
 @pytest.fixture(scope="module")
 def cpu_certificate(tmp_path_factory):
     """One CPU-tier run of the whole suite, two xdist workers, certificate written."""
@@ -92,6 +103,23 @@ def test_certificate_is_honest_about_the_gpu_tier(cpu_certificate):
     assert document["summary"]["failed"] == 0, result.stdout[-3000:]
     assert document["device"]["kind"] == "cpu"
     assert "not certified" in result.stdout
+    assert not any("partial run" in reason for reason in verdict["reasons"])  # the whole suite ran
+
+
+@pytest.mark.parametrize("narrowing", [
+    ["{suite}/test_class_counts.py"],
+    ["{suite}", "-k", "class_count"],
+    ["{suite}/test_class_counts.py::test_no_other_class"],
+], ids=["one-module", "keyword", "node-id"])
+def test_a_partial_run_is_never_certified(pytester, tmp_path, narrowing):
+    """Passing cases of a narrowed run certify nothing: the verdict names what was left out."""
+    path = tmp_path / "certificate.json"
+    args = [arg.format(suite=CONFORMANCE_DIR) for arg in narrowing]
+    result = _run(pytester, *args, "-n", "2", f"--palw-certificate={path}")
+    document = json.loads(path.read_text())
+    assert document["summary"]["failed"] == 0 and document["summary"]["passed"] >= 1, result.stdout.str()[-2000:]
+    assert document["verdict"]["certified"] is False
+    assert any(reason.startswith("partial run:") for reason in document["verdict"]["reasons"])
 
 
 def test_certificate_records_discovery_and_inputs(cpu_certificate):

@@ -112,3 +112,40 @@ def test_plan_key_follows_the_options(inputs):
     _tree_dir, _native, _overlays, key = inputs
     keys = {key(), key(pinned_cc=890), key(build_root="/elsewhere")}
     assert len(keys) == 2  # the build root is where, not what: same key
+
+
+def test_unpatched_reference_plan(inputs):
+    """`palw build --unpatched`: the same source with the empty patch set, its own key and dir."""
+    tree, native, overlays, key = inputs
+    arguments = dict(variant="cpu", cuda_arch="89;90", pinned_cc=None, source=tree,
+                     build_root="/builds", overlays=overlays, runtime_dir=native)
+    patched, unpatched = make_plan(**arguments), make_plan(**arguments, patched=False)
+    assert unpatched.key != patched.key
+    assert unpatched.build_dir.name == f"cpu-unpatched-{unpatched.key[:16]}"
+    assert unpatched.patch_set.is_empty and unpatched.patch_set.describe()["seed_patch"] is None
+    assert not unpatched.config.trace and unpatched.config.targets == ("llama", "ggml")
+    assert not any("PALW" in flag for flag in unpatched.config.cmake_flags(native))
+    # The native runtime is not compiled in, so editing it must not invalidate the reference.
+    (native / "record_codec.cpp").write_text("int changed;\n")
+    assert make_plan(**arguments, patched=False).key == unpatched.key
+    assert make_plan(**arguments).key != patched.key
+
+
+def test_unpatched_refuses_a_pin_and_a_patched_archive(inputs, tmp_path, monkeypatch):
+    from pytest_palw.build import archive
+    from pytest_palw.build.digests import tree_digest
+    from pytest_palw.build.source import MARKER_SCHEMA
+    from pytest_palw.errors import BuildError
+
+    monkeypatch.setenv("PALW_CACHE_DIR", str(tmp_path / "cache"))
+    tree, native, overlays, _key = inputs
+    arguments = dict(variant="cpu", cuda_arch="89;90", build_root=tmp_path, overlays=overlays,
+                     runtime_dir=native, patched=False)
+    with pytest.raises(BuildError, match="no pin"):
+        make_plan(pinned_cc=890, source=tree, **arguments)
+    packed = tmp_path / "palw-source.tar.gz"
+    marker = {"schema": MARKER_SCHEMA, "version": 1, "seed_patch": {}, "overlays": [],
+              "tree_sha256": tree_digest(tree), "pruned": []}
+    archive.write_archive(packed, marker, tree, None)
+    with pytest.raises(BuildError, match="already patched: an --unpatched build needs the sdist"):
+        make_plan(pinned_cc=None, source=packed, **arguments)

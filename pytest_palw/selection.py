@@ -1,0 +1,39 @@
+"""A certificate speaks for the whole suite: a run that left claims out says which and why.
+
+pytest can narrow a run many ways (-k, -m, --deselect, --lf, a file or a node id as argument);
+each leaves cases of the suite unrun, and an unrun claim is not a certified one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .paths import CONFORMANCE_DIR
+
+
+def conformance_modules() -> set[str]:
+    """The suite's claim modules, by file name."""
+    return {path.name for path in CONFORMANCE_DIR.glob("test_*.py")}
+
+
+def in_suite(path) -> bool:
+    return CONFORMANCE_DIR in path.resolve().parents
+
+
+def partial_run_reasons(args: Iterable[str], deselected: int, ran_nodeids: Iterable[str]) -> list[str]:
+    """Why this run does not cover the whole suite; empty when it does."""
+    reasons = []
+    if deselected:
+        reasons.append(f"partial run: {deselected} conformance case(s) deselected (-k, -m, "
+                       "--deselect or --lf): run the whole suite to certify")
+    by_id = [arg for arg in args if "::" in arg]
+    if by_id:
+        reasons.append(f"partial run: cases chosen by node id ({by_id[0]}): run the whole suite to certify")
+    ran_modules = {nodeid.split("::", 1)[0].rsplit("/", 1)[-1] for nodeid in ran_nodeids}
+    modules = conformance_modules()
+    missing = sorted(modules - ran_modules)
+    if missing and ran_modules & modules:
+        reasons.append(f"partial run: {len(missing)} of {len(modules)} claim modules not run "
+                       f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): "
+                       "run `pytest conformance` to certify")
+    return reasons
