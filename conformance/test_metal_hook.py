@@ -15,8 +15,9 @@ pytestmark = pytest.mark.palw_cpu
 
 
 @pytest.mark.palw_metal
-@pytest.mark.skipif(sys.platform != "darwin", reason="Metal dispatch hook needs macOS with an Apple GPU and a "
-                    "metal build (`palw build --variant metal`, not implemented off macOS)")
+@pytest.mark.skipif(sys.platform != "darwin", reason="Metal dispatch hook: needs macOS with an Apple GPU and a "
+                    "Metal build of the patched tree (GGML_METAL=ON); `palw build` makes cpu and cuda "
+                    "variants only, a metal variant is still to be written on a Mac")
 def test_metal_dispatch_hook_reports_dispatches():
     pytest.fail("the metal variant is not implemented yet: this case needs an Apple GPU to develop")
 
