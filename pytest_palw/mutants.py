@@ -6,8 +6,11 @@ of a build, or our native runtime) and the conformance cases that must fail beca
 - ``gpu`` mutants: applied in place to a finished CUDA build, which is rebuilt incrementally;
   the named cases run with the kernel digest pinned to the unmutated library (so only the
   mutation differs); the source is restored and rebuilt at the end. Needs the GPU.
-- ``cpu`` mutants: the host codec the CPU tier compiles (cffi) from a mutated copy of
-  ``native/runtime-palw/cuda`` ($PALW_HOST_ABI_DIR); nothing of ours is touched.
+- ``cpu`` mutants of the native runtime: the host codec the CPU tier compiles (cffi) from a
+  mutated copy of ``native/runtime-palw/cuda`` ($PALW_HOST_ABI_DIR); nothing of ours is touched.
+- ``cpu`` mutants of the patched tree (the seed's Qwen3.5-MoE loader fixes, each reverted):
+  applied in place to a private CPU build (``mutant-builds/`` in the cache, made once) or to
+  ``--lib``, rebuilt incrementally, restored at the end, like the gpu mutants.
 
 A mutant is killed when every named case fails.
 """
@@ -46,6 +49,10 @@ COLUMNS_THEN_ROWS = "    out.u32(base.output_columns);\n    out.u32(base.output_
 MIXED_Q6_K_LABEL = ("? PALW_CUDA_TRACE_QUANTIZATION_Q4_K\n                        : weight->type == GGML_TYPE_Q6_K\n"
                     "                            ? PALW_CUDA_TRACE_QUANTIZATION_")
 
+# The seed's Qwen3.5-MoE loader fixes in src/models/qwen35moe.cpp: each mutant reverts one.
+QWEN35MOE = "src/models/qwen35moe.cpp"
+QWEN35MOE_CASE = "test_qwen35moe.py::test_loads_and_decodes_one_token[{}]"
+
 MUTANTS = (
     Mutant("gpu", "producer-count-off-by-one", "the producer reports one launch more than it captured",
            "native", "producer_accumulator.cu",
@@ -82,6 +89,22 @@ MUTANTS = (
            "output_[written_ + i] = static_cast<uint8_t>(value >> (8 * (width - 1 - i)));",
            "output_[written_ + i] = static_cast<uint8_t>(value >> (8 * (width == 8 ? i : width - 1 - i)));",
            ("test_cpu_reference.py::test_c_codec_equals_python_encoder",)),
+    Mutant("cpu", "rope-sections-4-only", "the loader accepts only 4-entry rope.dimension_sections",
+           "source", QWEN35MOE, "if (sections.size() != 3 && sections.size() != 4) {",
+           "if (sections.size() != 4) {", (QWEN35MOE_CASE.format("rope-sections-3"),)),
+    Mutant("cpu", "ssm-dt-bias-required", "the loader requires the '.bias' spelling of ssm_dt",
+           "source", QWEN35MOE, "flags | TENSOR_NOT_REQUIRED);\n            if (!layer.ssm_dt) {",
+           "flags);\n            if (!layer.ssm_dt) {", (QWEN35MOE_CASE.format("ssm-dt-plain"),)),
+    Mutant("cpu", "bundled-siblings-not-counted", "the loader no longer accounts for bundled v.*/mtp.* tensors",
+           "source", QWEN35MOE, "if (is_vision || is_mtp) {", "if (false && (is_vision || is_mtp)) {",
+           (QWEN35MOE_CASE.format("bundled-v-mtp"),)),
+    Mutant("cpu", "kv-width-from-layer-0", "attention layers take their K/V width from layer 0",
+           "source", QWEN35MOE,
+           "const int64_t n_embd_k_gqa_attn = hparams.n_embd_k_gqa_max();\n"
+           "            const int64_t n_embd_v_gqa_attn = hparams.n_embd_v_gqa_max();",
+           "const int64_t n_embd_k_gqa_attn = n_embd_k_gqa;\n"
+           "            const int64_t n_embd_v_gqa_attn = n_embd_v_gqa;",
+           (QWEN35MOE_CASE.format("per-layer-heads"),)),
 )
 
 
@@ -154,39 +177,63 @@ def run_cpu_mutant(mutant: Mutant, options: list[str], out: Path) -> dict:
     return _verdict(mutant, failed, time.perf_counter() - start)
 
 
-def main_mutants(args: argparse.Namespace) -> int:
+def private_cpu_build() -> Path:
+    """A CPU build of our own to mutate in place: the plugin's default runtime stays untouched."""
+    from .build import api
+    from .paths import cache_dir
+
+    print("palw: mutants: the patched-tree mutants edit a private CPU build (made once, ~5 min on "
+          "2 cores)", file=sys.stderr, flush=True)
+    return Path(api.build("cpu", build_root=cache_dir("mutant-builds")).path)
+
+
+def run_in_place(mutants: list[Mutant], manifest: Path, options: list[str], workers: int, out: Path,
+                 pin_digest: bool) -> list[dict]:
+    """Edit the build's own sources, rebuild incrementally, run the cases; restore at the end."""
     from .runtime import RuntimeBuild
     from .session import kernel_digests
 
+    build = RuntimeBuild.locate(manifest)
+    roots = mutant_roots(build.manifest)
+    build_dir = Path(build.manifest_path).parent / "build"
+    targets = ["llama", "ggml"]
+    options = [*options, f"--palw-lib={manifest}"]
+    if pin_digest:  # the digest of the unmutated library, so that only the mutation differs
+        options.append(f"--palw-kernel-digest={kernel_digests(build.lib_dir)['q4_k'].hex()}")
+    results = []
+    try:
+        for mutant in mutants:
+            path, original = apply(mutant, roots)
+            start = time.perf_counter()
+            try:
+                rebuild(build_dir, targets)
+                failed = run_cases(mutant, options, workers, out / f"mutant-{mutant.name}.xml")
+            finally:
+                path.write_text(original)
+            results.append(_verdict(mutant, failed, time.perf_counter() - start))
+    finally:
+        rebuild(build_dir, targets)  # the unmutated runtime again
+    return results
+
+
+def main_mutants(args: argparse.Namespace) -> int:
     chosen = [m for m in MUTANTS if m.tier == args.tier and (not args.only or m.name in args.only)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model = args.model or ("profile:tiny" if args.tier == "cpu" else "profile:full")
-    options = [f"--palw-model={model}"] + ([f"--palw-lib={args.lib}"] if args.lib else [])
-    results = []
+    options = [f"--palw-model={model}"]
+    lib = Path(args.lib) if args.lib else None
     if args.tier == "cpu":
-        results = [run_cpu_mutant(mutant, options, out) for mutant in chosen]
+        native = [m for m in chosen if m.root == "native"]
+        results = [run_cpu_mutant(m, options + ([f"--palw-lib={lib}"] if lib else []), out) for m in native]
+        in_tree = [m for m in chosen if m.root == "source"]
+        if in_tree:
+            results += run_in_place(in_tree, lib or private_cpu_build(), options, args.workers, out,
+                                    pin_digest=False)
     else:
-        if not args.lib:
+        if lib is None:
             raise PalwError("gpu mutants rebuild a finished cuda build in place: pass --lib MANIFEST")
-        build = RuntimeBuild.locate(Path(args.lib))
-        roots = mutant_roots(build.manifest)
-        build_dir = Path(build.manifest_path).parent / "build"
-        targets = ["llama", "ggml"]
-        # The digest of the unmutated library, so that only the mutation differs.
-        options.append(f"--palw-kernel-digest={kernel_digests(build.lib_dir)['q4_k'].hex()}")
-        try:
-            for mutant in chosen:
-                path, original = apply(mutant, roots)
-                start = time.perf_counter()
-                try:
-                    rebuild(build_dir, targets)
-                    failed = run_cases(mutant, options, args.workers, out / f"mutant-{mutant.name}.xml")
-                finally:
-                    path.write_text(original)
-                results.append(_verdict(mutant, failed, time.perf_counter() - start))
-        finally:
-            rebuild(build_dir, targets)  # the unmutated runtime again
+        results = run_in_place(chosen, lib, options, args.workers, out, pin_digest=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     survivors = [r["mutant"] for r in results if not r["killed"]]
@@ -199,9 +246,10 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("mutants", help="break the runtime on purpose and check the suite notices",
                                    description=__doc__)
     parser.add_argument("--tier", choices=("cpu", "gpu"), default="cpu",
-                        help="cpu: mutated host codec on the CPU tier; gpu: mutated CUDA build (default cpu)")
-    parser.add_argument("--lib", help="palw-manifest.json (gpu: of a finished cuda build; cpu: default "
-                        "the plugin's runtime)")
+                        help="cpu: mutated host codec and loader on the CPU tier; gpu: mutated CUDA "
+                             "build (default cpu)")
+    parser.add_argument("--lib", help="palw-manifest.json of the build to mutate in place (gpu: a "
+                        "finished cuda build, required; cpu: default a private build in the cache)")
     parser.add_argument("--model", default=None, help="default profile:tiny (cpu) or profile:full (gpu)")
     parser.add_argument("--only", nargs="*", help="mutant names (default: all)",
                         choices=[m.name for m in MUTANTS])

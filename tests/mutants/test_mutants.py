@@ -37,3 +37,13 @@ def test_cpu_mutants_are_killed(tmp_path):
     cpu = [m for m in MUTANTS if m.tier == "cpu"]
     assert f"{len(cpu)} of {len(cpu)} cpu mutants killed" in result.stdout, result.stdout + result.stderr[-3000:]
     assert result.returncode == 0
+    assert {m.root for m in cpu} == {"native", "source"}  # the host codec and the patched tree
+    # Afterwards the private build is the unmutated runtime again: the loader cases pass.
+    from pytest_palw.build import api
+    from pytest_palw.paths import CONFORMANCE_DIR, cache_dir
+
+    manifest = api.find_manifest("cpu", build_root=cache_dir("mutant-builds"))
+    result = subprocess.run([sys.executable, "-m", "pytest", str(CONFORMANCE_DIR / "test_qwen35moe.py"), "-q",
+                             "-p", "no:cacheprovider", f"--palw-lib={manifest.path}"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and "6 passed" in result.stdout, result.stdout[-3000:]
