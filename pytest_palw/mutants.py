@@ -49,6 +49,18 @@ COLUMNS_THEN_ROWS = "    out.u32(base.output_columns);\n    out.u32(base.output_
 MIXED_Q6_K_LABEL = ("? PALW_CUDA_TRACE_QUANTIZATION_Q4_K\n                        : weight->type == GGML_TYPE_Q6_K\n"
                     "                            ? PALW_CUDA_TRACE_QUANTIZATION_")
 
+
+def refusal(request: str, fault: str = "INVALID_REQUEST", guard: str = "") -> str:
+    """The start of attach's refusal path in src/llama-context.cpp for one request version."""
+    return (f"        const palw_cuda_llama_{request} * request) {{\n"
+            "    const auto fail_unbound = [request](palw_cuda_trace_status status) {\n"
+            f"        if ({guard}request != nullptr && request->fault != nullptr) {{\n"
+            "            request->fault(\n"
+            "                request->user_data,\n"
+            "                status,\n"
+            f"                PALW_CUDA_LLAMA_MMVQ_FAULT_{fault},")
+
+
 # The seed's Qwen3.5-MoE loader fixes in src/models/qwen35moe.cpp: each mutant reverts one.
 QWEN35MOE = "src/models/qwen35moe.cpp"
 QWEN35MOE_CASE = "test_qwen35moe.py::test_loads_and_decodes_one_token[{}]"
@@ -105,6 +117,15 @@ MUTANTS = (
            "const int64_t n_embd_k_gqa_attn = n_embd_k_gqa;\n"
            "            const int64_t n_embd_v_gqa_attn = n_embd_v_gqa;",
            (QWEN35MOE_CASE.format("per-layer-heads"),)),
+    Mutant("cpu", "v2-refusal-without-fault", "a refused V2 attach calls no fault callback",
+           "source", "src/llama-context.cpp", refusal("trace_request_v2"),
+           refusal("trace_request_v2", guard="false && "),
+           ("test_misuse.py::test_invalid_request_field[abi_version-2]",
+            "test_misuse.py::test_invalid_context_policy[n_batch-2]")),
+    Mutant("cpu", "v1-refusal-wrong-fault", "a refused V1 attach reports a GRAPH fault, not INVALID_REQUEST",
+           "source", "src/llama-context.cpp", refusal("mmvq_request_v1"), refusal("mmvq_request_v1", "GRAPH"),
+           ("test_misuse.py::test_invalid_request_field[abi_version-1]",
+            "test_misuse.py::test_invalid_context_policy[n_batch-1]")),
 )
 
 
