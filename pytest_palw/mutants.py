@@ -205,7 +205,23 @@ def private_cpu_build() -> Path:
 
     print("palw: mutants: the patched-tree mutants edit a private CPU build (made once, ~5 min on "
           "2 cores)", file=sys.stderr, flush=True)
-    return Path(api.build("cpu", build_root=cache_dir("mutant-builds")).path)
+    manifest = api.build("cpu", build_root=cache_dir("mutant-builds"))
+    if not is_pristine(Path(manifest.source_dir)):
+        # A run killed mid-mutation left an edit behind: start again from the patched tree.
+        print("palw: mutants: the private build holds a leftover mutation; rebuilding it",
+              file=sys.stderr, flush=True)
+        manifest = api.build("cpu", build_root=cache_dir("mutant-builds"), force=True)
+    return Path(manifest.path)
+
+
+def is_pristine(source_dir: Path) -> bool:
+    """Every cpu patched-tree mutant's anchor occurs exactly once: no edit is left in the tree."""
+    for mutant in MUTANTS:
+        if mutant.tier == "cpu" and mutant.root == "source":
+            path = source_dir / mutant.path
+            if not path.is_file() or path.read_text().count(mutant.old) != 1:
+                return False
+    return True
 
 
 def run_in_place(mutants: list[Mutant], manifest: Path, options: list[str], workers: int, out: Path,

@@ -47,3 +47,19 @@ def test_cpu_mutants_are_killed(tmp_path):
                              "-p", "no:cacheprovider", f"--palw-lib={manifest.path}"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "6 passed" in result.stdout, result.stdout[-3000:]
+
+
+def test_a_leftover_mutation_is_noticed(tmp_path):
+    """A run killed mid-mutation leaves an edit in the private build; the next run must see it."""
+    from pytest_palw.mutants import is_pristine
+
+    source = [m for m in MUTANTS if m.tier == "cpu" and m.root == "source"]
+    for mutant in source:  # a tree holding just the anchors
+        path = tmp_path / mutant.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as handle:
+            handle.write(mutant.old + "\n")
+    assert is_pristine(tmp_path)
+    first = tmp_path / source[0].path
+    first.write_text(first.read_text().replace(source[0].old, source[0].new))
+    assert not is_pristine(tmp_path)
