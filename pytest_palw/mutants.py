@@ -134,13 +134,19 @@ def mutant_roots(manifest: dict) -> dict[str, Path]:
     return {"source": Path(manifest["source_dir"]), "native": Path(native) if native else None}
 
 
+def anchor_count(mutant: Mutant, root: Path) -> int:
+    path = root / mutant.path
+    return path.read_text().count(mutant.old) if path.is_file() else 0
+
+
 def apply(mutant: Mutant, roots: dict[str, Path]) -> tuple[Path, str]:
     """Edit the file; returns (path, original text) for restore()."""
     path = roots[mutant.root] / mutant.path
+    count = anchor_count(mutant, roots[mutant.root])
+    if count != 1:
+        raise PalwError(f"mutant {mutant.name}: the anchor occurs {count} times in {path} (expected "
+                        "once): the runtime changed; update pytest_palw/mutants.py")
     text = path.read_text()
-    if text.count(mutant.old) != 1:
-        raise PalwError(f"mutant {mutant.name}: the anchor occurs {text.count(mutant.old)} times in "
-                        f"{path} (expected once): the runtime changed; update pytest_palw/mutants.py")
     path.write_text(text.replace(mutant.old, mutant.new))
     return path, text
 
@@ -216,12 +222,8 @@ def private_cpu_build() -> Path:
 
 def is_pristine(source_dir: Path) -> bool:
     """Every cpu patched-tree mutant's anchor occurs exactly once: no edit is left in the tree."""
-    for mutant in MUTANTS:
-        if mutant.tier == "cpu" and mutant.root == "source":
-            path = source_dir / mutant.path
-            if not path.is_file() or path.read_text().count(mutant.old) != 1:
-                return False
-    return True
+    return all(anchor_count(mutant, source_dir) == 1 for mutant in MUTANTS
+               if mutant.tier == "cpu" and mutant.root == "source")
 
 
 def run_in_place(mutants: list[Mutant], manifest: Path, options: list[str], workers: int, out: Path,

@@ -129,8 +129,9 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
 
 
 def _warn_if_native_changed(plan: Plan) -> None:
-    """The key was taken before compiling; an edit meanwhile means the outputs may not match it."""
-    if plan.config.patched and native_runtime(plan.native.path).sha256 != plan.native.sha256:
+    """The key was taken before compiling; an edit meanwhile means the outputs may not match it.
+    Only a trace build compiles native/ in."""
+    if plan.config.trace and native_runtime(plan.native.path).sha256 != plan.native.sha256:
         print(f"palw: warning: {plan.native.path} changed during the build; the outputs may not "
               "match the recorded digests: rerun `palw build --force` once it is stable",
               file=sys.stderr)

@@ -58,6 +58,9 @@ def native_runtime(directory: Path | None = None) -> NativeRuntime:
     return NativeRuntime(directory, tree_digest(directory, files), files)
 
 
+UNPATCHED_SUFFIX = "-unpatched"
+
+
 def make_plan(*, variant: str, cuda_arch: str, pinned_cc: int | None, source, build_root: Path,
               overlays=None, download: bool = True, runtime_dir: Path | None = None,
               patched: bool = True) -> Plan | None:
@@ -65,42 +68,27 @@ def make_plan(*, variant: str, cuda_arch: str, pinned_cc: int | None, source, bu
 
     ``patched=False`` plans the upstream tree: empty patch set, no trace, no native runtime.
     """
-    if not patched:
-        return _unpatched_plan(variant=variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc, source=source,
-                               build_root=build_root, download=download)
-    native = native_runtime(runtime_dir)
-    config = BuildConfig(variant, cuda_arch, pinned_cc, trace=trace_available(native.path))
+    if patched:
+        native = native_runtime(runtime_dir)
+        config = BuildConfig(variant, cuda_arch, pinned_cc, trace=trace_available(native.path))
+    else:
+        native = NativeRuntime(Path(paths.NATIVE_RUNTIME_DIR), "", {})  # not compiled in
+        config = BuildConfig(variant, cuda_arch, pinned_cc, trace=False, patched=False)
     toolchain = detect(variant)
-    if config.cuda:
+    if config.cuda and patched:
         missing = missing_cuda_sources(native.path)
         if missing:
             raise BuildError(f"the cuda variant compiles the PALW trace runtime, but {native.path} "
                              f"lacks {', '.join(missing)}: restore native/runtime-palw/cuda")
-    patch_set = current_patch_set(overlays)
+    patch_set = current_patch_set(overlays) if patched else PatchSet.empty()
     source_ref = locate_source(source, download=download)
     if source_ref is None:
         return None
     if source_ref.patched:
+        if not patched:
+            raise BuildError(f"{source_ref.path} is a `palw source` archive, already patched: an "
+                             "--unpatched build needs the sdist (the default) or an unpatched tree")
         check_recorded(source_ref.marker or {}, patch_set, source_ref.path)
     key = cache_key(key_inputs(config, toolchain, patch_set, source_ref, native))
-    return Plan(config, toolchain, patch_set, source_ref, native, key,
-                Path(build_root).resolve() / build_dir_name(variant, key))
-
-
-UNPATCHED_SUFFIX = "-unpatched"
-
-
-def _unpatched_plan(*, variant, cuda_arch, pinned_cc, source, build_root, download) -> Plan | None:
-    config = BuildConfig(variant, cuda_arch, pinned_cc, trace=False, patched=False)
-    toolchain = detect(variant)
-    source_ref = locate_source(source, download=download)
-    if source_ref is None:
-        return None
-    if source_ref.patched:
-        raise BuildError(f"{source_ref.path} is a `palw source` archive, already patched: an "
-                         "--unpatched build needs the sdist (the default) or an unpatched tree")
-    native = NativeRuntime(Path(paths.NATIVE_RUNTIME_DIR), "", {})  # not compiled in
-    patch_set = PatchSet.empty()
-    key = cache_key(key_inputs(config, toolchain, patch_set, source_ref, native))
-    return Plan(config, toolchain, patch_set, source_ref, native, key,
-                Path(build_root).resolve() / build_dir_name(variant + UNPATCHED_SUFFIX, key))
+    name = build_dir_name(variant if patched else variant + UNPATCHED_SUFFIX, key)
+    return Plan(config, toolchain, patch_set, source_ref, native, key, Path(build_root).resolve() / name)
