@@ -1,45 +1,42 @@
-"""The seed smoke loop vs the plugin's GPU tier (issue 8, parts a and b).
+"""Speed of a whole GPU certification, and where its wall time goes (issue 12).
 
-    python benchmarks/bench_certify.py --lib MANIFEST --model GGUF \
-        [--smoke-sample 0,180,360] [--workers 1,2,4,8] [--json OUT] [--budget-s 300]
+    python benchmarks/bench_certify.py --model GGUF [--lib MANIFEST] [--workers 8,12,4]
+        [--smoke-sample 0,180,360] [--budget-s 300] [--out DIR] [--json OUT]
 
-(a) the seed's way: one `llama-palw-mmvq-smoke --mixed --reject-index k` process per case
-    (plus the positive run), each reloading the model; per-case wall time.
-(b) the plugin: `pytest conformance` (all tiers, the full GPU tier included) with -n N xdist
-    workers on this GPU; wall time including model loads, per-case durations from JUnit XML.
-Prints per-case times, totals and the speed-up (a)/(b), per reject case and overall. A worker
-count is skipped, and said so, once --budget-s would be exceeded.
+(a) the seed's way: one `llama-palw-mmvq-smoke --mixed --reject-index k` process per case, each
+    reloading the model; wall time per process.
+(b) the plugin's way, exactly as a user runs it: `palw certify --model profile:full -n N`, per
+    worker count, wall time including every model load. From the certificate it writes: the
+    per-case durations (setup + call + teardown, in the worker), the busy fraction (sum of case
+    durations / (wall x workers)), and each worker's timeline (process start, session start,
+    runtime loaded, model loaded, discovery, first case, last case end, exit), from which the
+    idle time is attributed. A run cut by the budget is reported as inconclusive.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from pytest_palw.runtime import RuntimeBuild  # noqa: E402
-from pytest_palw.session import kernel_digests  # noqa: E402
-
 SMOKE_CLASSES = ("q4", "q6", "qk", "softmax", "pv")
-REJECT_CASES = 614  # V2 0..360 + V1 0..252
+MOMENTS = ("process_start", "session_start", "runtime_loaded", "model_loaded", "discovery_done",
+           "first_case", "last_case_end", "finished")
 
 
 def smoke_command(smoke: str, model: str, digest: str, reject: int | None) -> list[str]:
     args = [smoke, "--model", model, "--mixed"]
     for name in SMOKE_CLASSES:
         args += [f"--{name}-cubin-sha256", digest]
-    if reject is not None:
-        args += ["--reject-index", str(reject)]
-    return args
+    return args + (["--reject-index", str(reject)] if reject is not None else [])
 
 
 def run_smoke_loop(smoke: str, model: str, digest: str, sample: list[int]) -> dict:
@@ -51,105 +48,130 @@ def run_smoke_loop(smoke: str, model: str, digest: str, sample: list[int]) -> di
         seconds = time.perf_counter() - start
         last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "{}"
         try:
-            status = json.loads(last).get("status")
+            report = json.loads(last)
         except json.JSONDecodeError:
-            status = f"unparsed (rc {result.returncode})"
-        cases.append({"reject_index": reject, "seconds": round(seconds, 3), "status": status,
-                      "rc": result.returncode})
-        print(f"  smoke reject={reject!s:>4}: {seconds:6.2f} s  status={status} rc={result.returncode}",
-              flush=True)
-    per_case = statistics.median(c["seconds"] for c in cases)
-    return {"cases": cases, "median_case_s": round(per_case, 3),
-            "projected_614_rejects_plus_positive_s": round(per_case * (REJECT_CASES + 1), 1)}
+            report = {"status": f"unparsed (rc {result.returncode})"}
+        cases.append({"reject_index": reject, "seconds": round(seconds, 3), "status": report.get("status"),
+                      "fingerprint": report.get("canonical_record_fnv1a64")})
+        print(f"  smoke reject={reject!s:>4}: {seconds:6.3f} s  status={report.get('status')}", flush=True)
+    return {"cases": cases, "median_process_s": round(statistics.median(c["seconds"] for c in cases), 3)}
 
 
-def run_plugin(lib: str, model: str, workers: int, out_dir: Path, extra: list[str]) -> dict:
-    junit = out_dir / f"junit-n{workers}.xml"
-    args = [sys.executable, "-m", "pytest", str(ROOT / "conformance"), f"--palw-lib={lib}",
-            f"--palw-model={model}", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-            "-o", "console_output_style=classic", *extra]
-    if workers > 0:
-        args += ["-n", str(workers)]
-    start = time.perf_counter()
-    result = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - start
-    tail = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
-    durations, reject_durations, outcomes = [], [], {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
-    if junit.is_file():
-        for case in ET.parse(junit).iter("testcase"):
-            seconds = float(case.get("time", 0))
-            durations.append(seconds)
-            if "test_reject_v" in case.get("name", ""):
-                reject_durations.append(seconds)
-            kind = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
-            outcomes[{"failure": "failed"}.get(kind, kind)] += 1
-    row = {"workers": workers, "wall_s": round(wall, 2), "rc": result.returncode, "summary": tail,
-           "cases": len(durations), "outcomes": outcomes,
-           "reject_cases": len(reject_durations),
-           "median_reject_case_s": round(statistics.median(reject_durations), 4) if reject_durations else None,
-           "sum_case_s": round(sum(durations), 2)}
-    print(f"  plugin -n {workers}: wall {wall:6.1f} s, {row['cases']} cases {outcomes}, "
-          f"median reject case {row['median_reject_case_s']} s  [{tail}]", flush=True)
+def timeline_table(document: dict, wall_start: float) -> list[dict]:
+    """Per worker: its own moments (from its facts, present when it finished normally) and, from
+    the case reports themselves (present even in an interrupted run), first start and last end."""
+    rows = []
+    by_worker: dict[str, list[dict]] = {}
+    for case in document.get("cases", []):
+        by_worker.setdefault(case.get("worker") or "main", []).append(case)
+    workers = document.get("workers") or {}
+    for worker in sorted(set(by_worker) | set(workers)):
+        moments = workers.get(worker, {}).get("timeline", {})
+        row = {"worker": worker, **{m: round(moments[m] - wall_start, 2) for m in MOMENTS if moments.get(m)}}
+        cases = by_worker.get(worker, [])
+        starts = [c["started_at"] for c in cases if c.get("started_at")]
+        ends = [c["finished_at"] for c in cases if c.get("finished_at")]
+        if starts:
+            row["first_case"] = round(min(starts) - wall_start, 2)
+            row["last_case_end"] = round(max(ends) - wall_start, 2)
+        row["cases"] = len(cases)
+        row["case_s"] = round(sum(c["duration_s"] for c in cases), 2)
+        rows.append(row)
+    return rows
+
+
+def run_certify(model: str, lib: str | None, workers: int, out_dir: Path, budget: float) -> dict:
+    certificate = out_dir / f"certificate-n{workers}.json"
+    args = [sys.executable, "-m", "pytest_palw.cli", "certify", "--model", model, "-n", str(workers),
+            f"--certificate={certificate}"] + ([f"--lib={lib}"] if lib else [])
+    log = out_dir / f"certify-n{workers}.log"
+    start = time.time()
+    with open(log, "w") as handle:
+        process = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT)
+        try:
+            rc, cut = process.wait(timeout=budget), False
+        except subprocess.TimeoutExpired:  # Ctrl-C: pytest still writes what it has (interrupted)
+            process.send_signal(signal.SIGINT)
+            try:
+                rc, cut = process.wait(timeout=60), True
+            except subprocess.TimeoutExpired:
+                process.kill()
+                rc, cut = process.wait(), True
+    wall = time.time() - start
+    row = {"workers": workers, "wall_s": round(wall, 1), "rc": rc}
+    if cut:
+        row["inconclusive"] = f"cut at {wall:.0f} s by the budget (SIGINT)"
+        print(f"  certify -n {workers}: INCONCLUSIVE ({row['inconclusive']})", flush=True)
+    if not certificate.is_file():
+        row["inconclusive"] = row.get("inconclusive", "") + "; no certificate written"
+        return row
+    document = json.loads(certificate.read_text())
+    cases = document["cases"]
+    durations = [c["duration_s"] for c in cases]
+    rejects = [c["duration_s"] for c in cases if "test_reject_index.py::test_reject_v" in c["nodeid"]]
+    row.update({
+        "verdict": "CERTIFIED" if document["verdict"]["certified"] else "not certified",
+        "reasons": document["verdict"]["reasons"], "summary": document["summary"],
+        "sum_case_s": round(sum(durations), 1),
+        "busy_fraction": round(sum(durations) / (wall * workers), 3),
+        "median_reject_case_s": round(statistics.median(rejects), 4) if rejects else None,
+        "timeline": timeline_table(document, start),
+    })
+    s = document["summary"]
+    print(f"  certify -n {workers}: {'(cut) ' if cut else ''}{wall:6.1f} s wall, {s['passed']} passed {s['failed']} failed "
+          f"{s['skipped']} skipped, busy {row['busy_fraction']:.0%}, median reject case "
+          f"{row['median_reject_case_s']} s, {row['verdict']}", flush=True)
+    print(f"    {'worker':8}" + "".join(f"{m[:12]:>13}" for m in MOMENTS) + f"{'cases':>7}{'case_s':>8}")
+    for line in row["timeline"]:
+        print(f"    {line['worker']:8}" + "".join(f"{line.get(m, float('nan')):13.2f}" for m in MOMENTS)
+              + f"{line['cases']:7d}{line['case_s']:8.1f}")
     return row
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lib", required=True, help="palw-manifest.json of a cuda build")
-    parser.add_argument("--model", required=True, help="GGUF path of the full profile (the smoke's --model)")
-    parser.add_argument("--palw-model", default="profile:full",
-                        help="the same model for the plugin (profile:full keeps the golden names)")
+    parser.add_argument("--model", required=True, help="GGUF of the full profile (for the smoke)")
+    parser.add_argument("--palw-model", default="profile:full", help="the same model for the plugin")
+    parser.add_argument("--lib", help="palw-manifest.json (default: the plugin's own choice)")
     parser.add_argument("--smoke-sample", default="0,180,360")
-    parser.add_argument("--workers", default="1,2,4,8")
-    parser.add_argument("--budget-s", type=float, default=420.0)
+    parser.add_argument("--workers", default="8")
+    parser.add_argument("--budget-s", type=float, default=300.0)
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/palw-bench"))
     parser.add_argument("--json")
-    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    sys.path.insert(0, str(ROOT))
+    from pytest_palw.runtime import RuntimeBuild
 
-    build = RuntimeBuild.locate(Path(args.lib))
-    smoke = build.manifest.get("outputs", {}).get("tools", {}).get("smoke")
-    digest = kernel_digests(build.lib_dir)["q4_k"].hex()
-    report = {"lib_dir": str(build.lib_dir), "model": args.model}
-
-    print("(a) seed smoke loop, one process per case:", flush=True)
-    sample = [int(x) for x in args.smoke_sample.split(",") if x]
-    report["smoke"] = run_smoke_loop(smoke, args.model, digest, sample)
-
-    print("(b) plugin, full conformance suite:", flush=True)
-    report["plugin"] = []
+    report: dict = {"model": args.model}
+    if args.lib:
+        build = RuntimeBuild.locate(Path(args.lib))
+        smoke = build.manifest["outputs"]["tools"]["smoke"]
+        library = sorted(build.lib_dir.glob("libggml-cuda.so*"))[0]
+        digest = hashlib.sha256(library.read_bytes()).hexdigest()
+        print("(a) seed smoke, one process per case:", flush=True)
+        report["smoke"] = run_smoke_loop(smoke, args.model, digest, [int(x) for x in args.smoke_sample.split(",") if x])
+    print("(b) palw certify, the whole suite:", flush=True)
+    report["certify"] = []
     for workers in (int(x) for x in args.workers.split(",")):
-        spent = time.perf_counter() - started
-        if report["plugin"] and spent + report["plugin"][-1]["wall_s"] > args.budget_s:
-            print(f"  plugin -n {workers}: skipped, {spent:.0f} s of the {args.budget_s:.0f} s budget spent")
-            report["plugin"].append({"workers": workers, "skipped": "time budget"})
+        left = args.budget_s - (time.perf_counter() - started)
+        if left < 30:
+            print(f"  certify -n {workers}: not run ({left:.0f} s of the budget left)")
+            report["certify"].append({"workers": workers, "not_run": "budget"})
             continue
-        report["plugin"].append(run_plugin(args.lib, args.palw_model, workers, out_dir, args.pytest_args))
-
-    ran = [row for row in report["plugin"] if "wall_s" in row and row["rc"] == 0]
-    smoke_case = report["smoke"]["median_case_s"]
-    if ran:
-        best = min(ran, key=lambda row: row["wall_s"])
-        amortized = best["wall_s"] / best["cases"]
-        report["best"] = {"workers": best["workers"], "wall_s": best["wall_s"],
-                          "amortized_case_s": round(amortized, 4),
-                          "speedup_per_case_amortized": round(smoke_case / amortized, 1),
-                          "speedup_per_reject_case": (round(smoke_case / best["median_reject_case_s"], 1)
-                                                      if best["median_reject_case_s"] else None),
-                          "speedup_overall_projected": round(
-                              report["smoke"]["projected_614_rejects_plus_positive_s"] / best["wall_s"], 1)}
-        print(f"best: -n {best['workers']} {best['wall_s']} s for {best['cases']} cases; smoke "
-              f"{smoke_case} s/case vs plugin {amortized:.4f} s/case amortized -> "
-              f"{report['best']['speedup_per_case_amortized']}x; per reject case "
-              f"{report['best']['speedup_per_reject_case']}x; 615 smoke runs projected "
-              f"{report['smoke']['projected_614_rejects_plus_positive_s']} s -> "
-              f"{report['best']['speedup_overall_projected']}x")
+        report["certify"].append(run_certify(args.palw_model, args.lib, workers, out_dir, left))
+    done = [row for row in report["certify"] if "busy_fraction" in row]
+    if done and "smoke" in report and done[0]["median_reject_case_s"]:
+        smoke_s = report["smoke"]["median_process_s"]
+        best = min(done, key=lambda row: row["wall_s"])
+        report["per_reject_case_speedup"] = round(smoke_s / best["median_reject_case_s"], 1)
+        print(f"per reject case: smoke process {smoke_s:.3f} s vs plugin case {best['median_reject_case_s']:.4f} s "
+              f"-> {report['per_reject_case_speedup']}x; best wall -n {best['workers']}: {best['wall_s']} s")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
-    return 0 if ran else 1
+    return 0 if done else 1
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_palw.discovery import discover  # noqa: E402
 from pytest_palw.run import run_trace  # noqa: E402
 from pytest_palw.runtime import Runtime, RuntimeBuild  # noqa: E402
-from pytest_palw.session import kernel_digests  # noqa: E402
+from pytest_palw.session import DIGEST_NAMES, kernel_digest  # noqa: E402
 from pytest_palw.trace import TraceSession  # noqa: E402
 
 
@@ -80,12 +80,41 @@ def measure(model, token: int, candidates, digests, repeat: int) -> dict:
     return result
 
 
+def reject_case(model, token: int, candidates, digests, index: int = 180) -> float:
+    """One reject case as the suite runs it: fresh context, session, trace that fails closed."""
+    start = time.perf_counter()
+    with model.context() as context:
+        session = TraceSession(model.runtime, candidates, version=2, reject_index=index, digests=digests)
+        run = run_trace(context, session, token)
+    assert run.decode_status != 0 and session.rejection_triggered, "the rejection did not fail closed"
+    return time.perf_counter() - start
+
+
+def reject_cases(model, token: int, candidates, digests, repeat: int) -> list[float]:
+    return [reject_case(model, token, candidates, digests) for _ in range(repeat + 2)][2:]
+
+
+def profile_rejects(model, token: int, candidates, digests, path: str) -> None:
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(20):
+        reject_case(model, token, candidates, digests)
+    profiler.disable()
+    profiler.dump_stats(path)
+    pstats.Stats(path).sort_stats("tottime").print_stats(20)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lib", required=True, help="palw-manifest.json, build dir or lib dir")
     parser.add_argument("--model", required=True)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--json", help="also write the result here")
+    parser.add_argument("--profile", help="cProfile 20 reject cases (index 180) into this file and "
+                                          "print the top functions")
     args = parser.parse_args(argv)
 
     build = RuntimeBuild.locate(Path(args.lib))
@@ -98,10 +127,14 @@ def main(argv=None) -> int:
     load_seconds = time.perf_counter() - start
     token = model.default_token()
     discovery = discover(model, token)
-    result = measure(model, token, discovery.candidates, kernel_digests(build.lib_dir), args.repeat)
+    digests = dict.fromkeys(DIGEST_NAMES, kernel_digest(runtime).digest)
+    result = measure(model, token, discovery.candidates, digests, args.repeat)
+    result["reject_case"] = _summary(reject_cases(model, token, discovery.candidates, digests, args.repeat))
     result["model_load_s"] = round(load_seconds, 3)
     result["token"] = token
-    for key in ("untraced_decode", "traced_decode", "untraced_case", "traced_case"):
+    if args.profile:
+        profile_rejects(model, token, discovery.candidates, digests, args.profile)
+    for key in ("untraced_decode", "traced_decode", "untraced_case", "traced_case", "reject_case"):
         row = result[key]
         print(f"{key:17s} median {row['median_ms']:8.3f} ms  p90 {row['p90_ms']:8.3f} ms  "
               f"min {row['min_ms']:8.3f} ms  (n={row['n']})")

@@ -1,142 +1,111 @@
 #!/usr/bin/env bash
-# One device call (nvidia-h200, no network): build the CUDA runtime from the carried source
-# archive, make the full model, run the acceptance checks, the GPU tier and the benchmarks.
-# Everything lands in $OUT (steps.log, per-step logs, certificate, goldens, JSON results).
+# One device call (nvidia-h200, no network), with the README's GPU commands as a user types them:
+#   palw build --variant cuda      (offline: --source the carried `palw source` archive)
+#   palw certify --model profile:full -n N --require-certified
+# plus the acceptance evidence around them (seed smoke fingerprints, goldens, benchmarks).
+# No LD_PRELOAD, no --lib, the image's own CC/CXX/CUDAHOSTCXX (static-libstdc++ wrappers there).
 #
-#   carry: .carry (whl/ wheels, palw-source.tar.gz, bin/producer_selftest, and optionally
-#          cuda-prebuilt.tgz from benchmarks/prebuild_cuda.sh)
+#   carry: .carry (whl/ wheels, palw-source.tar.gz)
+#   run:   bash benchmarks/device_session.sh [STEP...]   (default: every step, in order)
 #
-# Seen 2026-12-03: with the runtime built ON the device (gcc there, from the source archive) the
-# seed smoke passed everything, but every Python process (pytest, xdist workers, bench_decode)
-# segfaulted inside llama_model_load_from_file; the same sources built on the dev machine
-# (gcc 12.2, benchmarks/prebuild_cuda.sh) loaded, decoded and ran the suite. Until the cause is
-# known (next step: a cuda-gdb backtrace of the device-built case), prefer the prebuilt runtime.
-#   run:   bash benchmarks/device_session.sh [STEP...]   (default: all steps, in order)
-#
-# Each step is time-boxed and the script goes on after a failing step, so one call always
+# Each step is time-boxed and logged; a failing step does not stop the later ones, so one call
 # returns every result it could get. STOP_AT (seconds since start) skips the late steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/palw-out}; RES=/tmp/palw-results; mkdir -p "$OUT" "$RES"
-START=$(date +%s); STOP_AT=${STOP_AT:-540}
+START=$(date +%s); STOP_AT=${STOP_AT:-570}
 export PYTHONUNBUFFERED=1 PALW_CACHE_DIR=/root/.cache/pytest-palw
 elapsed() { echo $(( $(date +%s) - START )); }
 log() { echo "== [$(elapsed)s] $*" | tee -a "$RES/steps.log"; }
-# $OUT brings back 8 files at most: everything goes into one archive, refreshed after each step.
 pack() { cp "$RES/steps.log" "$OUT/steps.log"; tar czf "$OUT/results.tgz" -C "$RES" . 2>/dev/null; }
-ONLY=" $* "  # step names given as arguments: run only those (setup and build always run)
-step() {  # step NAME TIMEOUT COMMAND...: run, log rc and seconds, never abort the script
+ONLY=" $* "
+step() {  # step NAME TIMEOUT COMMAND...
   local name=$1 limit=$2; shift 2
   if [ "$ONLY" != "  " ] && [[ "$ONLY" != *" $name "* ]] && [[ " setup build " != *" $name "* ]]; then
     return 0; fi
-  if (( $(elapsed) + 5 > STOP_AT )); then log "$name: skipped (time)"; return 0; fi
+  local left=$(( STOP_AT - $(elapsed) ))
+  if (( left < 15 )); then log "$name: skipped (time)"; return 0; fi
+  (( limit > left )) && limit=$left
   local t0=$(date +%s)
-  timeout "$limit" bash -c '"$@"' _ "$@" > "$RES/$name.log" 2>&1; local rc=$?
-  log "$name: rc=$rc in $(( $(date +%s) - t0 ))s"; tail -n 4 "$RES/$name.log" | sed 's/^/   /' | tee -a "$RES/steps.log"
+  timeout -s INT -k 30 "$limit" bash -c '"$@"' _ "$@" > "$RES/$name.log" 2>&1; local rc=$?
+  log "$name: rc=$rc in $(( $(date +%s) - t0 ))s"; tail -n 6 "$RES/$name.log" | sed 's/^/   /' | tee -a "$RES/steps.log"
   pack; return $rc
 }
 
 setup() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/site .carry/whl/*.whl || return 1
-  export PYTHONPATH=/tmp/site
   python3 -m pip install -q --no-deps --no-build-isolation --no-index --break-system-packages -e . \
       || return 1
   nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader
+  echo "CC=${CC-} CXX=${CXX-} CUDAHOSTCXX=${CUDAHOSTCXX-}"; command -v palw python3
 }
-build() {
-  if [ -f .carry/cuda-prebuilt.tgz ]; then  # paths inside are absolute, as on the dev machine
-    tar xzf .carry/cuda-prebuilt.tgz -C / && ls /root/.cache/pytest-palw/builds/cuda-*/palw-manifest.json | head -n 1
-    return
-  fi
-  python3 -m pytest_palw.cli build --source .carry/palw-source.tar.gz --variant cuda \
-      --cuda-arch 90 --pinned-cc 900 --jobs 16 --no-binding-install --print-manifest
+build() {  # the README's command; the archive stands in for the PyPI download (no network)
+  palw build --variant cuda --source .carry/palw-source.tar.gz --print-manifest
 }
-model() { python3 -m pytest_palw.cli models generate --profile full; }
-selftest() { .carry/bin/producer_selftest; }
-
-smoke() {  # smoke ARGS...: the seed tool, unchanged, on the full model
-  "$SMOKE" --model "$MODEL" "$@"
+structure() {  # what the build's C++ runtime check recorded, and the raw facts behind it
+  python3 - "$MANIFEST" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print("pinned_cc", m["pinned_cc"], "cuda_arch", m["cuda_arch"], "build_seconds", m["build_seconds"])
+print(json.dumps(m["cxx_runtime"], indent=1)); print(json.dumps(m["tools"], indent=1))
+PY
+  for lib in "$LIBDIR"/*.so; do echo "$(basename "$lib"): $(readelf -d "$lib" | grep -c 'NEEDED.*libstdc++') NEEDED libstdc++, $(nm -D --defined-only "$lib" | grep -c ' _ZNS') exported _ZNS"; done
 }
+smoke() { "$SMOKE" --model "$MODEL" "$@"; }
 smoke_acceptance() {
-  local d=$DIGEST mixed=(--mixed --q4-cubin-sha256 $DIGEST --q6-cubin-sha256 $DIGEST
-      --qk-cubin-sha256 $DIGEST --softmax-cubin-sha256 $DIGEST --pv-cubin-sha256 $DIGEST)
-  echo "legacy:"; smoke --kernel-binary-sha256 $d | tail -n 1
+  local mixed=(--mixed --q4-cubin-sha256 $DIGEST --q6-cubin-sha256 $DIGEST --qk-cubin-sha256 $DIGEST
+      --softmax-cubin-sha256 $DIGEST --pv-cubin-sha256 $DIGEST)
+  echo "legacy:"; smoke --kernel-binary-sha256 $DIGEST | tail -n 1
   echo "mixed run 1:"; smoke "${mixed[@]}" | tail -n 1
   echo "mixed run 2:"; smoke "${mixed[@]}" | tail -n 1
-  for k in 0 1 2 3 4 5 180 358 359 360; do
-    echo "mixed reject $k:"; smoke "${mixed[@]}" --reject-index $k | tail -n 1; done
-  for k in 0 252; do
-    echo "legacy reject $k:"; smoke --kernel-binary-sha256 $d --reject-index $k | tail -n 1; done
+  for k in 0 180 360; do echo "mixed reject $k:"; smoke "${mixed[@]}" --reject-index $k | tail -n 1; done
 }
-sanitizer() {
-  compute-sanitizer --tool memcheck --error-exitcode 99 "$SMOKE" --model "$MODEL" --mixed \
-      --q4-cubin-sha256 $DIGEST --q6-cubin-sha256 $DIGEST --qk-cubin-sha256 $DIGEST \
-      --softmax-cubin-sha256 $DIGEST --pv-cubin-sha256 $DIGEST
+goldens() {  # records the device goldens (one process: syrupy's update sees every golden case)
+  python3 -m pytest conformance/test_golden_streams.py --palw-model=profile:full -q -p no:cacheprovider \
+      --snapshot-update --snapshot-no-cleanup -rA && cp -r fixtures/goldens "$RES/"
 }
-mapped_cuda_libs() {  # which CUDA libraries a Python process maps once the binding is bound
-  python3 - "$1" <<'PY'
-import sys
-from pathlib import Path
-from pytest_palw.runtime import RuntimeBuild
-from pytest_palw.binding.llama import load_llama_cpp
-build = RuntimeBuild.locate(Path(sys.argv[1]))
-load_llama_cpp(build.lib_dir, build.binding_python_path).llama_backend_init()
-libs = sorted({line.split()[-1] for line in open("/proc/self/maps") if ".so" in line.split()[-1]})
-print("\n".join(l for l in libs if any(k in l for k in ("cuda", "cublas", "nvidia", "ggml", "llama"))))
-PY
+new_cases() {  # cases new this session that never ran on a GPU: first run, verbose
+  python3 -m pytest conformance/test_producer_faults.py conformance/test_misuse.py --palw-model=profile:full \
+      -p no:cacheprovider -q -rfE -n 4 --palw-certificate "$RES/new-cases.json"
 }
-load_probe() {  # the plugin's pre-session probe; on a crash, the native backtrace says where
-  local manifest=${1:-$MANIFEST}
-  echo "ldd libggml-cuda:"; ldd "$(dirname "$manifest")/build/bin/libggml-cuda.so" | grep -i -E "cu|nv"
-  echo "mapped in Python:"; mapped_cuda_libs "$manifest"
-  python3 -m pytest_palw.load_probe "$manifest" "$MODEL" && return 0
-  cuda-gdb -batch -ex run -ex bt --args python3 -m pytest_palw.load_probe "$manifest" "$MODEL"
-  return 1
+bench_decode() {
+  python3 benchmarks/bench_decode.py --lib "$MANIFEST" --model "$MODEL" --repeat 20 \
+      --json "$RES/bench_decode.json" --profile "$RES/reject.prof"
 }
-device_build_probe() {  # the runtime compiled HERE, from the source archive: does Python load it?
-  local manifest
-  manifest=$(python3 -m pytest_palw.cli build --source .carry/palw-source.tar.gz --variant cuda \
-      --cuda-arch 90 --pinned-cc 900 --jobs 16 --no-binding-install --print-manifest) || return 1
-  load_probe "$manifest"
+certify() {  # the README's certification command, timed; the certificate comes back
+  local t0=$(date +%s%N)
+  palw certify --model profile:full -n "${WORKERS:-8}" --require-certified \
+      --certificate "$RES/certificate.json" -- -p no:cacheprovider; local rc=$?
+  echo "palw certify: rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"; return $rc
 }
-goldens() {  # without xdist: syrupy's update must see every golden case in one process
-  python3 -m pytest conformance/test_golden_streams.py --palw-lib="$MANIFEST" --palw-model=profile:full \
-      -q -p no:cacheprovider --snapshot-update --snapshot-no-cleanup && cp -r fixtures/goldens "$RES/"
-}
-suite() {  # the whole conformance suite on the full model, certificate written
-  python3 -m pytest conformance --palw-lib="$MANIFEST" --palw-model=profile:full -n "${1:-4}" -q \
-      -p no:cacheprovider --max-worker-restart=0 --palw-certificate "$RES/certificate.json" \
-      --junitxml "$RES/junit-suite.xml" -o console_output_style=classic --durations=15
+bench_certify() {
+  python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-12,4}" \
+      --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
 }
 
-export -f setup build model selftest smoke smoke_acceptance sanitizer mapped_cuda_libs load_probe \
-    device_build_probe goldens suite
-export RES OUT
+command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
+export -f palw 2>/dev/null
+export -f setup build structure smoke smoke_acceptance goldens new_cases bench_decode certify bench_certify
+export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
-step setup 120 setup || { log "setup failed: nothing else can run"; exit 1; }
+step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
 export PYTHONPATH=/tmp/site
-python3 -m pytest_palw.cli models generate --profile full > "$RES/model.log" 2>&1 &  # beside the build
+palw models generate --profile full > "$RES/model.log" 2>&1 &  # beside the build
 MODEL_PID=$!
-step build 330 build
-MANIFEST=$(tail -n 1 "$RES/build.log")
+step build 420 build
+MANIFEST=$(tail -n 1 "$RES/build.log"); LIBDIR=$(dirname "$MANIFEST")/build/bin
 wait $MODEL_PID; log "model: rc=$? $(tail -n 1 "$RES/model.log")"
 MODEL=$(tail -n 1 "$RES/model.log" | awk '{print $2}')
 SMOKE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['outputs']['tools']['smoke'])" "$MANIFEST")
-# The plugin's own default digest rule (sha256 of libggml-cuda), so smoke and plugin agree.
-DIGEST=$(python3 -c "import sys; from pathlib import Path; from pytest_palw.runtime import RuntimeBuild; from pytest_palw.session import kernel_digests; print(kernel_digests(RuntimeBuild.locate(Path(sys.argv[1])).lib_dir)['q4_k'].hex())" "$MANIFEST")
-export MANIFEST MODEL SMOKE DIGEST
-log "manifest=$MANIFEST model=$MODEL smoke=$SMOKE digest=$DIGEST"
-step selftest 60 selftest
-step smoke 150 smoke_acceptance
-step load_probe 90 load_probe
-step goldens 60 goldens
-step suite 150 suite 4
-step bench_decode 60 python3 benchmarks/bench_decode.py --lib "$MANIFEST" --model "$MODEL" --repeat 30 --json "$RES/bench_decode.json"
-step sanitizer 90 sanitizer
-step bench_certify $(( STOP_AT - $(elapsed) )) python3 benchmarks/bench_certify.py --lib "$MANIFEST" \
-    --model "$MODEL" --smoke-sample 0,180,360 --workers 8,2,1 --budget-s $(( STOP_AT - $(elapsed) - 20 )) \
-    --out "$RES" --json "$RES/bench_certify.json"
-# Last, with what time is left: settle the device-built crash (needs ~200 s).
-[ -f .carry/cuda-prebuilt.tgz ] && step device_build_probe 280 device_build_probe
+DIGEST=$(sha256sum "$LIBDIR/libggml-cuda.so" | cut -c1-64)  # the plugin hashes the same file, mapped
+export MANIFEST LIBDIR MODEL SMOKE DIGEST
+log "manifest=$MANIFEST model=$MODEL digest=$DIGEST"
+step structure 30 structure
+step smoke 60 smoke_acceptance
+step goldens 120 goldens
+step new_cases 150 new_cases
+step bench_decode 90 bench_decode
+step certify 400 certify
+step bench_certify 400 bench_certify
 log "done"; pack

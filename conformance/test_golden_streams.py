@@ -9,30 +9,40 @@ fixtures/goldens/test_golden_streams/ and are reviewed like code.
 import pytest
 
 from pytest_palw.codec import structural
-from pytest_palw.goldens import GoldenStreamExtension, device_label, model_label
+from pytest_palw.goldens import GoldenStreamExtension, device_label, model_label, require_golden
 
 
 @pytest.fixture
-def golden(snapshot):
-    return snapshot.use_extension(GoldenStreamExtension)
+def golden(snapshot, request):
+    """``golden(name)``: the committed stream ``name``; a missing one skips with how to record it."""
+    checked = snapshot.use_extension(GoldenStreamExtension)
+
+    def named(name: str):
+        require_golden(request, name)
+        return checked(name=name)
+
+    return named
 
 
 @pytest.mark.palw_pinned
 def test_full_stream(palw_trace, palw_session, palw_token, golden):
     assert palw_trace.record_count == 361
-    name = f"v2-{model_label(palw_session)}-{device_label(palw_session)}-t{palw_token}"
-    assert palw_trace.python_stream == golden(name=name)
+    expected = golden(f"v2-{model_label(palw_session)}-{device_label(palw_session)}-t{palw_token}")
+    assert palw_trace.python_stream == expected
 
 
 @pytest.mark.palw_pinned
 def test_structural_stream(palw_trace, palw_session, palw_token, golden):
     assert palw_trace.record_count == 361
-    name = f"v2-structural-{model_label(palw_session)}-t{palw_token}"
-    assert structural(palw_trace.python_stream) == golden(name=name)
+    expected = golden(f"v2-structural-{model_label(palw_session)}-t{palw_token}")
+    assert structural(palw_trace.python_stream) == expected
 
 
 @pytest.mark.palw_cpu
 def test_cpu_reference_stream(palw_cpu_reference, palw_session, palw_token, golden):
+    """The reference is computed by the runtime's own backend (CPU, or the GPU of a CUDA build):
+    the golden's name says which device class computed it."""
     stream = palw_cpu_reference.python_stream
     assert len(stream) == 361 * 452
-    assert stream == golden(name=f"cpu-reference-{model_label(palw_session)}-t{palw_token}")
+    expected = golden(f"reference-{device_label(palw_session)}-{model_label(palw_session)}-t{palw_token}")
+    assert stream == expected

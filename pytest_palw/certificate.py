@@ -16,25 +16,40 @@ SCHEMA_PATH = Path(__file__).with_name("certificate.schema.json")
 NOT_CERTIFIED_HERE = ("metal",)
 
 
+# pytest's own report categories (pytest_report_teststatus), worst first: a case's outcome.
+OUTCOMES = ("error", "failed", "xpassed", "skipped", "xfailed", "passed")
+
+
 @dataclass
 class CaseResult:
     nodeid: str
     tier: str
-    outcome: str = "passed"  # passed | failed | skipped | error
+    outcome: str = "incomplete"  # one of OUTCOMES, or incomplete: started but never reported done
     duration_s: float = 0.0
     reason: str | None = None
     worker: str | None = None
+    # Each report pytest counted for this case, by its category: pytest's summary line is the sum.
+    categories: list[str] = field(default_factory=list)
+    started_at: float | None = None  # Unix time the case's setup began (in its worker)
+    finished_at: float | None = None  # and its last report ended
 
-    def update(self, report) -> None:
+    def update(self, report, category: str) -> None:
         self.duration_s += float(report.duration)
+        if getattr(report, "start", None) is not None:
+            self.started_at = min(self.started_at or report.start, report.start)
+            self.finished_at = max(self.finished_at or report.stop, report.stop)
         node = getattr(report, "node", None)  # set by xdist in the controller
         if node is not None:
             self.worker = node.gateway.id
+        if category not in OUTCOMES:
+            return  # a passing setup or teardown: pytest counts nothing either
+        self.categories.append(category)
+        if self.outcome != "incomplete" and OUTCOMES.index(self.outcome) <= OUTCOMES.index(category):
+            return
+        self.outcome = category
         if report.failed:
-            self.outcome = "failed" if report.when == "call" else "error"
             self.reason = _first_line(report.longreprtext)
-        elif report.skipped and self.outcome == "passed":
-            self.outcome = "skipped"
+        elif report.skipped:
             self.reason = _skip_reason(report).removeprefix(f"{self.tier.upper()} tier: ")
 
 
@@ -59,10 +74,12 @@ class Certificate:
     started: float | None = None
     finished: float | None = None
     partial_run: list[str] = field(default_factory=list)  # selection.partial_run_reasons
+    interrupted: str | None = None  # why pytest stopped early (Ctrl-C, -x, pytest.exit)
 
-    def record(self, report, tier: str) -> None:
+    def record(self, report, tier: str, category: str) -> None:
+        """``category``: pytest's own (``pytest_report_teststatus``) for this report."""
         case = self.cases.setdefault(report.nodeid, CaseResult(report.nodeid, tier))
-        case.update(report)
+        case.update(report, category)
 
     def merge_facts(self, facts: dict, worker: str | None = None) -> None:
         if worker:
@@ -81,9 +98,12 @@ class Certificate:
 
     # -- verdict -------------------------------------------------------------------
     def summary(self) -> dict:
+        """pytest's own counts for the suite's cases (a case passing its call and erroring in
+        teardown counts once in each, as pytest counts it), and the cases that never finished."""
         counts = {"collected": len(self.cases)}
-        for outcome in ("passed", "failed", "error", "skipped"):
-            counts[outcome] = sum(1 for c in self.cases.values() if c.outcome == outcome)
+        for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+            counts[outcome] = sum(c.categories.count(outcome) for c in self.cases.values())
+        counts["incomplete"] = sum(1 for c in self.cases.values() if c.outcome == "incomplete")
         counts["duration_s"] = round((self.finished or 0) - (self.started or 0), 3)
         return counts
 
@@ -92,16 +112,23 @@ class Certificate:
         summary = self.summary()
         if not self.cases:
             reasons.append("no conformance case ran")
-        if summary["failed"] or summary["error"]:
-            reasons.append(f"{summary['failed'] + summary['error']} case(s) failed")
-        skipped_tiers: dict[str, list[CaseResult]] = {}
+        if self.interrupted:
+            reasons.append(f"the run was interrupted ({self.interrupted}): "
+                           f"{summary['incomplete']} started case(s) never finished")
+        bad = sum(1 for c in self.cases.values() if c.outcome in ("failed", "error", "xpassed"))
+        if bad:
+            reasons.append(f"{bad} case(s) failed")
+        if summary["xfailed"]:
+            reasons.append(f"{summary['xfailed']} case(s) marked xfail: a certified claim cannot be "
+                           "expected to fail")
+        skipped: dict[tuple[str, str], int] = {}
         for case in self.cases.values():
-            if case.outcome == "skipped":
-                skipped_tiers.setdefault(case.tier, []).append(case)
-        for tier, cases in sorted(skipped_tiers.items()):
-            if tier in NOT_CERTIFIED_HERE:
-                continue  # another platform's claim: listed in the cases, not a verdict reason
-            reasons.append(f"{tier.upper()} tier not run: {len(cases)} case(s) skipped ({cases[0].reason})")
+            if case.outcome == "skipped" and case.tier not in NOT_CERTIFIED_HERE:
+                # another platform's claims (Metal) are listed in the cases, not verdict reasons
+                key = (case.tier, case.reason or "no reason given")
+                skipped[key] = skipped.get(key, 0) + 1
+        for (tier, reason), count in sorted(skipped.items()):
+            reasons.append(f"{count} {tier.upper()}-tier case(s) not run: {reason}")
         reasons += self.partial_run
         conflicts = self.facts.get("fingerprints", {}).get("_conflicts")
         if conflicts:
@@ -118,6 +145,7 @@ class Certificate:
             "runtime": self.facts.get("runtime"),
             "device": self.facts.get("device"),
             "pinned_cc": self.facts.get("pinned_cc"),
+            "kernel_digest": self.facts.get("kernel_digest"),
             "model": self.facts.get("model"),
             "token": self.facts.get("token"),
             "discovery": self.facts.get("discovery"),

@@ -12,7 +12,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "certify", help="run the conformance suite and write a certificate",
         description="Runs conformance/ with pytest. Without options: this host's cached runtime "
-                    "(built on first use), the synthetic tiny model, certificate in ./palw-certificate.json.")
+                    "(built on first use), the synthetic tiny model, certificate in ./palw-certificate.json "
+                    "and its HTML report beside it.")
     parser.add_argument("--model", help="GGUF path or profile:tiny|gpu|full (pytest --palw-model)")
     parser.add_argument("--lib", help="a `palw build` output (pytest --palw-lib)")
     parser.add_argument("--certificate", default="palw-certificate.json", help="where to write it")
@@ -32,13 +33,21 @@ def run(args) -> int:
     if args.lib:
         argv.append(f"--palw-lib={args.lib}")
     if args.workers:
-        argv += ["-n", str(args.workers)]
-    code = int(pytest.main(argv + list(args.pytest_args)))
+        # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
+        argv += ["-n", str(args.workers), "--dist", "worksteal"]
     certificate = Path(args.certificate)
+    certificate.unlink(missing_ok=True)  # only a verdict written by this run may be read back
+    code = int(pytest.main(argv + list(args.pytest_args)))
     if not certificate.is_file():
+        print(f"palw: no certificate written to {certificate}: no conformance case ran (see above), "
+              "so nothing is certified")
         return code or 1
     verdict = json.loads(certificate.read_text())["verdict"]
-    print(f"palw: certificate {certificate}: {'CERTIFIED' if verdict['certified'] else 'not certified'}")
-    if code == 0 and args.require_certified and not verdict["certified"]:
-        return 1
+    from .html_report import write_report
+
+    page = write_report(certificate)
+    print(f"palw: certificate {certificate}: {'CERTIFIED' if verdict['certified'] else 'not certified'} "
+          f"(report: {page})")
+    if args.require_certified and not verdict["certified"]:
+        return code or 1
     return code

@@ -11,7 +11,7 @@ from .errors import PalwError
 
 # Each has register(subparsers); a module not written yet is skipped, a broken one is not.
 COMMAND_MODULES = ("pytest_palw.build.commands", "pytest_palw.fixtures.commands",
-                   "pytest_palw.certify", "pytest_palw.mutants")
+                   "pytest_palw.certify", "pytest_palw.mutants", "pytest_palw.report_command")
 
 
 def _command_modules():

@@ -1,9 +1,10 @@
 """Load the model once in a child process before the session starts.
 
 A runtime that kills the Python process while loading (seen on 2026-12-03: a CUDA build made on
-the device segfaulted in llama_model_load_from_file under Python while the seed smoke tool ran
-fine) cannot be caught in-process: every xdist worker would crash in turn. The probe turns that
-into one line that names the cause and the way out.
+the device with a static-libstdc++ toolchain segfaulted in llama_model_load_from_file under
+Python while the seed smoke tool ran fine; `palw build` now checks for that, build/cxx_runtime.py)
+cannot be caught in-process: every xdist worker would crash in turn. The probe turns that into
+one line that names the cause and the way out.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ from .errors import RuntimeLibraryError
 
 def probe_model_load(location: Path, model: Path, timeout: float = 900) -> None:
     """Raise RuntimeLibraryError if loading ``model`` with the runtime at ``location`` kills Python."""
-    result = subprocess.run([sys.executable, "-m", "pytest_palw.load_probe", str(location), str(model)],
-                            capture_output=True, text=True, timeout=timeout)
+    try:
+        result = subprocess.run([sys.executable, "-m", "pytest_palw.load_probe", str(location), str(model)],
+                                capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeLibraryError(
+            f"loading {model} with the runtime {location} did not finish in {timeout:g} s (load probe): "
+            "check that the model is on a local disk and the GPU is free (nvidia-smi), then rerun") from None
     problem = verdict(result.returncode, location, model)
     if problem:
         raise RuntimeLibraryError(problem)
@@ -36,7 +42,7 @@ def verdict(returncode: int, location: Path, model: Path) -> str | None:
         name = f"signal {-returncode}"
     return (f"loading {model} through llama-cpp-python with the runtime {location} kills the process "
             f"({name}); the runtime's C tools may still work, the Python binding cannot: rebuild it "
-            "(`palw build --force`) or use a runtime built elsewhere (benchmarks/prebuild_cuda.sh)")
+            "with `palw build --force`, which checks that the libraries share one C++ runtime")
 
 
 def main(argv: list[str]) -> int:

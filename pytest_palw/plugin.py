@@ -8,7 +8,7 @@ import pytest
 
 from . import options
 from .errors import PalwError
-from .selection import in_suite, partial_run_reasons
+from .selection import golden_recording_reasons, in_suite, partial_run_reasons
 from .session import PalwSession, skip_if_tier_unavailable
 
 pytest_plugins = ["pytest_palw.pytest_fixtures"]
@@ -43,10 +43,12 @@ def pytest_configure(config):
     if session.worker_id is None:
         # Under xdist the controller sees every worker's reports here.
         config.pluginmanager.register(_ReportListener(session), "palw-report-listener")
+        session.discard_old_certificate()
 
 
 def pytest_sessionstart(session):
     palw = _session(session.config)
+    palw.mark("session_start")
     if palw.worker_id is None and palw.requested() and not session.config.option.collectonly:
         try:
             palw.preflight()
@@ -69,10 +71,22 @@ def pytest_deselected(items):
 
 
 def pytest_runtest_setup(item):
-    skip_if_tier_unavailable(_session(item.config), item)
+    palw = _session(item.config)
+    palw.mark("first_case")
+    skip_if_tier_unavailable(palw, item)
 
 
-@pytest.hookimpl(optionalhook=True)  # an xdist hook: `-p no:xdist` must still work
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    _session(item.config).mark("last_case_end", first=False)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist hooks: `-p no:xdist` must still work
+def pytest_configure_node(node):
+    _session(node.config).configure_node(node.workerinput)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     facts = getattr(node, "workeroutput", {}).get("palw_facts")
     if facts:
@@ -88,7 +102,9 @@ def pytest_sessionfinish(session, exitstatus):
     palw.certificate.finished = time.time()
     # Under xdist the workers collect and deselect (each the same cases): the first count holds.
     palw.certificate.partial_run = partial_run_reasons(
-        session.config.args, palw.certificate.facts.get("deselected", 0), palw.certificate.cases)
+        session.config.args, palw.certificate.facts.get("deselected", 0), palw.certificate.cases
+    ) + golden_recording_reasons(session.config)
+    palw.certificate.interrupted = palw.stop_reason(session, exitstatus)
     path = palw.option("palw_certificate")
     if path and palw.certificate.cases:
         palw.certificate.write(path)

@@ -37,3 +37,16 @@ def partial_run_reasons(args: Iterable[str], deselected: int, ran_nodeids: Itera
                        f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): "
                        "run `pytest conformance` to certify")
     return reasons
+
+
+# syrupy's flags that write goldens instead of checking them (their option dests).
+GOLDEN_WRITING_OPTIONS = {"update_snapshots": "--snapshot-update",
+                          "update_new_snapshots_only": "--snapshot-update-new-only"}
+
+
+def golden_recording_reasons(config) -> list[str]:
+    """A run that writes goldens compares nothing with them: it is never certified."""
+    used = [flag for dest, flag in GOLDEN_WRITING_OPTIONS.items() if getattr(config.option, dest, False)]
+    if not used:
+        return []
+    return [f"goldens were recorded, not checked ({used[0]}): rerun without it to certify"]

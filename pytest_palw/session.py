@@ -7,15 +7,16 @@ and keeps the facts and outcomes the certificate is made of.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import pytest
 
 from . import options as opts
+from .build.digests import remembered_sha256
 from .certificate import Certificate
 from .devices import Device, assign_worker_device, visible_devices
 from .errors import PalwError, RuntimeLibraryError
@@ -25,29 +26,6 @@ from .profile import check_profile
 from .runtime import Model, Runtime, RuntimeBuild
 
 TIERS = ("cpu", "gpu", "pinned", "metal")
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, cached beside it as ``<file>.sha256`` keyed by size and mtime."""
-    path = Path(path)
-    stat = path.stat()
-    sidecar = path.with_name(path.name + ".sha256")
-    stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
-    try:
-        cached_stamp, cached = sidecar.read_text().split()
-        if cached_stamp == stamp:
-            return cached
-    except (OSError, ValueError):
-        pass
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 24), b""):
-            digest.update(chunk)
-    try:
-        sidecar.write_text(f"{stamp} {digest.hexdigest()}\n")
-    except OSError:
-        pass
-    return digest.hexdigest()
 
 
 class PalwSession:
@@ -61,6 +39,12 @@ class PalwSession:
         self.device_assignment: str | None = None
         self.used = False
         self.deselected = 0  # conformance cases this process's collection deselected
+        self.runtime_line: str | None = None  # how the runtime was chosen, when not named
+        # Wall-clock moments of this process (benchmarks/bench_certify.py draws the timeline).
+        self.timeline: dict[str, float] = {"process_start": process_start_time(), "configured": time.time()}
+        # The controller's choice, handed to xdist workers so that every process runs the same build.
+        self.chosen_manifest = (config.workerinput.get("palw_manifest")
+                                if hasattr(config, "workerinput") else None)
 
     # -- configuration -------------------------------------------------------------
     def option(self, dest: str) -> str | None:
@@ -92,15 +76,21 @@ class PalwSession:
         return Path(spec).expanduser().resolve()
 
     def runtime_build(self) -> RuntimeBuild:
-        location = self.option("palw_lib")
+        location = self.option("palw_lib") or self.chosen_manifest
         if location:
             return RuntimeBuild.locate(Path(location))
-        from .build import api
+        from .build import api, choice
 
-        variant = "cuda" if visible_devices() else "cpu"
-        manifest = api.find_manifest(variant=variant)
-        if manifest is None and variant == "cuda":
-            manifest = api.find_manifest(variant="cpu")
+        devices = visible_devices()
+        if devices:
+            chosen = choice.choose_cuda(devices[0])
+            if chosen is not None:
+                self.runtime_line = chosen.line
+                return RuntimeBuild.locate(chosen.manifest.path)
+            self.runtime_line = (f"runtime: no CUDA build of this checkout suits {devices[0].name} "
+                                 f"(cc {devices[0].cc}), so the CPU build runs and the GPU tier cannot: "
+                                 "run `palw build --variant cuda` first")
+        manifest = api.find_manifest(variant="cpu")
         if manifest is None:
             if self.option("palw_build") == "never":
                 raise RuntimeLibraryError(
@@ -110,10 +100,13 @@ class PalwSession:
         return RuntimeBuild.locate(Path(manifest.path))
 
     def preflight(self) -> None:
-        """Fail fast, in one line, on a wrong model or an unpatched library."""
+        """Fail fast, in one line, on a wrong option, a wrong model or an unpatched library."""
+        parse_kernel_digest(self.option("palw_kernel_digest"))
         model = self.model_path()
         check_profile(model)
-        build = self.runtime_build()
+        build = self.build
+        if self.runtime_line:
+            self.say(self.runtime_line)
         libllama = build.lib_dir / "libllama.so"
         if not libllama.is_file():
             raise RuntimeLibraryError(f"{libllama} is missing: rebuild with `palw build`")
@@ -123,6 +116,16 @@ class PalwSession:
                 "build one with `palw build` and pass it with --palw-lib")
         probe_model_load(build.manifest_path or build.lib_dir, model)
 
+    def say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"palw: {line}")
+
+    def configure_node(self, workerinput: dict) -> None:
+        """Under xdist: every worker runs the build the controller chose (and announced)."""
+        if "build" in self.__dict__ and self.build.manifest_path:
+            workerinput["palw_manifest"] = str(self.build.manifest_path)
+
     # -- lazy runtime objects (per process) -------------------------------------------
     @cached_property
     def build(self) -> RuntimeBuild:
@@ -131,13 +134,17 @@ class PalwSession:
     @cached_property
     def runtime(self) -> Runtime:
         self.used = True
-        return Runtime(self.build)
+        runtime = Runtime(self.build)
+        self.mark("runtime_loaded")
+        return runtime
 
     @cached_property
     def model(self) -> Model:
         path = self.model_path()
         self.model_profile = check_profile(path)
-        return self.runtime.load_model(path)
+        model = self.runtime.load_model(path)
+        self.mark("model_loaded")
+        return model
 
     @cached_property
     def token(self) -> int:
@@ -148,7 +155,9 @@ class PalwSession:
     def discovery(self):
         from .discovery import discover
 
-        return discover(self.model, self.token)
+        found = discover(self.model, self.token)
+        self.mark("discovery_done")
+        return found
 
     @cached_property
     def device(self) -> Device | None:
@@ -158,8 +167,12 @@ class PalwSession:
         return devices[0] if devices else None
 
     @cached_property
+    def kernel_digest(self) -> "KernelDigest":
+        return kernel_digest(self.runtime, self.option("palw_kernel_digest"))
+
+    @property
     def kernel_digests(self) -> dict[str, bytes]:
-        return kernel_digests(self.build.lib_dir, self.option("palw_kernel_digest"))
+        return dict.fromkeys(DIGEST_NAMES, self.kernel_digest.digest)
 
     # -- tiers ---------------------------------------------------------------------------
     def tier_skip_reason(self, tier: str) -> str | None:
@@ -189,12 +202,14 @@ class PalwSession:
         device = self.device
         facts = {
             "runtime": {"lib_dir": str(build.lib_dir), "variant": build.variant,
-                        "has_cuda_trace": self.runtime.has_cuda_trace, "manifest": build.manifest},
+                        "has_cuda_trace": self.runtime.has_cuda_trace, "chosen_by": self.runtime_line,
+                        **runtime_statement(build.manifest), "manifest": build.manifest},
             "device": ({"kind": "cuda", "name": device.name, "cc": device.cc, "driver": device.driver}
                        if device else {"kind": "cpu", "name": "cpu", "cc": None, "driver": None}),
             "pinned_cc": build.pinned_cc if build.variant == "cuda" else None,
+            "kernel_digest": self.kernel_digest.as_dict(),
             "model": {"spec": self.option("palw_model"), "path": str(model.path),
-                      "sha256": file_sha256(model.path), "profile": self.model_profile.as_dict()},
+                      "sha256": remembered_sha256(model.path), "profile": self.model_profile.as_dict()},
             "token": self.token,
             "fingerprints": self.fingerprints,
             "kernel_infos": self.kernel_infos,
@@ -210,8 +225,14 @@ class PalwSession:
         return facts
 
     def worker_facts(self) -> dict:
+        self.mark("finished")
         return {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                "assigned_device": self.device_assignment}
+                "assigned_device": self.device_assignment, "timeline": dict(self.timeline)}
+
+    def mark(self, moment: str, *, first: bool = True) -> None:
+        """Note when ``moment`` happened (the first time, unless ``first=False``)."""
+        if not first or moment not in self.timeline:
+            self.timeline[moment] = time.time()
 
     # -- outcomes ---------------------------------------------------------------------------
     def tier_of(self, item_or_report) -> str | None:
@@ -226,7 +247,33 @@ class PalwSession:
         if tier is not None:
             if self.certificate.started is None:
                 self.certificate.started = time.time()
-            self.certificate.record(report, tier)
+            category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
+            self.certificate.record(report, tier, category)
+
+    def discard_old_certificate(self) -> None:
+        """A certificate file on disk speaks for the run that wrote it: an older one must not
+        survive a run that stops early or runs no case (it would still say CERTIFIED)."""
+        path = self.option("palw_certificate")
+        if path:
+            Path(path).unlink(missing_ok=True)
+
+    @staticmethod
+    def stop_reason(session, exitstatus) -> str | None:
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            return "interrupted"
+        if session.shouldstop or session.shouldfail:
+            return str(session.shouldstop or session.shouldfail)
+        return None
+
+
+def process_start_time() -> float | None:
+    """When this process started (Linux /proc), as a Unix time; None elsewhere."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def skip_if_tier_unavailable(session: PalwSession, item) -> None:
@@ -242,15 +289,79 @@ def skip_if_tier_unavailable(session: PalwSession, item) -> None:
 
 
 DIGEST_NAMES = ("binary", "q4_k", "q6_k", "attention_qk", "attention_softmax", "attention_pv")
+CPU_PLACEHOLDER_DIGEST = bytes(range(1, 33))  # no CUDA library: the records are never traced
+DIGEST_PROVES = ("every record binds the sha256 of the CUDA library file this process executed the "
+                 "kernels from, so a record cannot be replayed against another build of the library")
+DIGEST_DOES_NOT_PROVE = ("that the library was built from reviewed sources, or which kernel inside it "
+                         "ran (one digest stands for all five classes)")
 
 
-def kernel_digests(lib_dir: Path, chosen: str | None = None) -> dict[str, bytes]:
-    """The kernel binary digest of every class: --palw-kernel-digest, else sha256 of libggml-cuda."""
-    if chosen:
+@dataclass(frozen=True)
+class KernelDigest:
+    digest: bytes
+    source: str
+
+    def as_dict(self) -> dict:
+        return {"sha256": self.digest.hex(), "source": self.source, "proves": DIGEST_PROVES,
+                "does_not_prove": DIGEST_DOES_NOT_PROVE}
+
+
+def parse_kernel_digest(chosen: str | None) -> bytes | None:
+    """--palw-kernel-digest as bytes, or PalwError in one line (checked at session start)."""
+    if not chosen:
+        return None
+    try:
         digest = bytes.fromhex(chosen)
-        if len(digest) != 32 or not any(digest):
-            raise PalwError("--palw-kernel-digest must be one nonzero 64-hex sha256")
-    else:
-        cuda_libs = sorted(Path(lib_dir).glob("libggml-cuda.so*"))
-        digest = bytes.fromhex(file_sha256(cuda_libs[0])) if cuda_libs else bytes(range(1, 33))
-    return dict.fromkeys(DIGEST_NAMES, digest)
+    except ValueError:
+        digest = b""
+    if len(digest) != 32 or not any(digest):
+        raise PalwError(f"--palw-kernel-digest {chosen[:80]!r} is not one nonzero sha256 in 64 hex "
+                        "digits: pass e.g. the output of `sha256sum libggml-cuda.so`, or omit it")
+    return digest
+
+
+def mapped_library(prefix: str) -> Path | None:
+    """The file of the first library named ``prefix*`` that this process has mapped."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if Path(path).name.startswith(prefix):
+                    return Path(path)
+    except OSError:
+        return None
+    return None
+
+
+def kernel_digest(runtime: Runtime, chosen: str | None = None) -> KernelDigest:
+    """--palw-kernel-digest, else the sha256 of the libggml-cuda this process actually mapped."""
+    parsed = parse_kernel_digest(chosen)
+    if parsed is not None:
+        return KernelDigest(parsed, "--palw-kernel-digest")
+    if not runtime.has_cuda_trace:
+        return KernelDigest(CPU_PLACEHOLDER_DIGEST, "placeholder: no CUDA library in this runtime")
+    mapped = mapped_library("libggml-cuda.so")
+    if mapped is None:
+        raise RuntimeLibraryError("the runtime has a CUDA trace backend but no libggml-cuda.so is "
+                                  "mapped in this process: pass --palw-kernel-digest")
+    return KernelDigest(bytes.fromhex(remembered_sha256(mapped)), f"sha256 of {mapped}, mapped in this process")
+
+
+def runtime_statement(manifest: dict) -> dict:
+    """What a certificate must always say about the runtime: its pin, the patches applied, the
+    toolchain, and the one-C++-runtime check."""
+    from .build.choice import PALW_DEFAULT_PIN
+
+    cuda = manifest.get("variant") == "cuda"
+    pinned = manifest.get("pinned_cc")
+    inputs = manifest.get("inputs", {})
+    return {
+        "pin": ({"cc": pinned if pinned is not None else PALW_DEFAULT_PIN,
+                 "from": "--pinned-cc" if pinned is not None else "the pinned-cc overlay's default"}
+                if cuda else None),
+        "patches_applied": {"seed_patch": (inputs.get("seed_patch") or {}).get("sha256"),
+                            "overlays": [Path(entry.get("path", entry.get("name", "?"))).name
+                                         for entry in inputs.get("overlays") or []]},
+        "toolchain": manifest.get("tools"),
+        "cxx_runtime_ok": (manifest.get("cxx_runtime") or {}).get("ok"),
+    }

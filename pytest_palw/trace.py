@@ -77,7 +77,7 @@ class TraceSession(CallbackOwner):
         self.rejection_triggered = False
         self.operation_tokens: list[int] = []
         self._token_set: set[int] = set()
-        self.associations: list[dict] = []  # what approve saw, per index (for non-mutation checks)
+        self._seen: list[tuple[bytes, str]] = []  # each approved association's bytes and node name
         self._handle = self.ffi.new_handle(self)
         self.request = self._make_request()
 
@@ -112,7 +112,18 @@ class TraceSession(CallbackOwner):
         token = self._ptr(actual.operation_token)
         self.operation_tokens.append(token)
         self._token_set.add(token)
-        self.associations.append(association_snapshot(self.ffi, actual, self.version))
+        # A byte copy now (the association dies with the callback), decoded only when a case asks.
+        node = self.ffi.string(self.ffi.cast("struct ggml_tensor *", actual.operation_token).name)
+        self._seen.append((bytes(self.ffi.buffer(actual)), node.decode("utf-8", "replace")))
+
+    @property
+    def associations(self) -> list[dict]:
+        """What approve saw, per index (for the non-mutation checks); decoded once per length."""
+        if len(getattr(self, "_decoded", ())) != len(self._seen):
+            kind = ASSOCIATION_TYPES[self.version]
+            self._decoded = [association_snapshot(self.ffi, self.ffi.from_buffer(f"{kind} *", raw),
+                                                  self.version, node) for raw, node in self._seen]
+        return self._decoded
 
     def _copy_id(self, target, data: bytes) -> None:
         self.ffi.memmove(target, data, 32)
@@ -351,13 +362,13 @@ _ASSOCIATION_SCALARS_V2 = ("decode_step", "m", "n", "k", "batch", "output_rows",
                            "attention_stage", "precision", "attention_mask")
 
 
-def association_snapshot(ffi, actual, version: int) -> dict:
-    """A plain copy of an association, safe to keep after the callback returns.
+ASSOCIATION_TYPES = {1: "palw_cuda_llama_mmvq_association_v1", 2: "palw_cuda_llama_trace_association_v2"}
 
-    ``node`` is the name of the graph node the operation token points to.
-    """
+
+def association_snapshot(ffi, actual, version: int, node: str) -> dict:
+    """A plain copy of an association. ``node`` is the name of the graph node the operation token
+    pointed to while the callback ran."""
     ptr = lambda p: int(ffi.cast("uintptr_t", p))  # noqa: E731
-    node = ffi.string(ffi.cast("struct ggml_tensor *", actual.operation_token).name).decode("utf-8", "replace")
     if version == 1:
         return {"operation_token": ptr(actual.operation_token), "weight_data": ptr(actual.weight_data), "node": node,
                 **{f: int(getattr(actual, f)) for f in ("m", "n", "k", "batch", "output_rows",

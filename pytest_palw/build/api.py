@@ -12,6 +12,7 @@ from ..errors import BuildError, PalwError
 from ..paths import cache_dir
 from .binding import ensure_binding, installed_version
 from .config import DEFAULT_CUDA_ARCH, BuildConfig, check_pinned_cc_supported
+from .cxx_runtime import check_libraries, require_one_runtime
 from .digests import sha256_file
 from .lock import exclusive
 from .manifest import MANIFEST_NAME, Manifest
@@ -107,6 +108,8 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
                plan.build_dir / "build.log", step="ninja build",
                progress_label=f"build {plan.config.variant}")
     outputs = _outputs(build_dir / "bin", plan.config)
+    cxx_runtime = check_libraries(build_dir / "bin", plan.toolchain.cxx)
+    require_one_runtime(cxx_runtime, str(plan.toolchain.cxx))
     _warn_if_native_changed(plan)
     binding = ensure_binding(plan.source.path if plan.source.kind == "sdist" else None,
                              skip=not install_binding)
@@ -115,7 +118,7 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
         cuda_arch=plan.config.cuda_arch if plan.config.cuda else None,
         pinned_cc=plan.config.pinned_cc, trace=plan.config.trace,
         inputs=_inputs(plan), cmake_flags=cmake_flags, tools=plan.toolchain.versions(),
-        outputs=outputs, source_dir=str(source_dir),
+        outputs=outputs, cxx_runtime=cxx_runtime, source_dir=str(source_dir),
         include_dirs=[str(source_dir / "include"), str(source_dir / "ggml" / "include"),
                       str(plan.native.path)],
         binding_python_path=str(tree.binding_python_path) if tree.binding_python_path else None,

@@ -28,10 +28,13 @@ def _register_build(subparsers) -> None:
                     "overlays, build libllama/libggml and the PALW tools, and write "
                     "palw-manifest.json. A second run with the same inputs reuses the build.")
     parser.add_argument("--variant", choices=VARIANTS, default="cpu", help="default: cpu")
-    parser.add_argument("--cuda-arch", default=DEFAULT_CUDA_ARCH,
-                        help=f"CMAKE_CUDA_ARCHITECTURES for --variant cuda (default {DEFAULT_CUDA_ARCH})")
+    parser.add_argument("--cuda-arch",
+                        help="CMAKE_CUDA_ARCHITECTURES for --variant cuda (default: the visible GPU's, "
+                             f"else {DEFAULT_CUDA_ARCH})")
     parser.add_argument("--pinned-cc", type=int, metavar="N",
-                        help="pass -DPALW_CUDA_PINNED_CC=N (needs the pinned-cc overlay; its default is 890)")
+                        help="pass -DPALW_CUDA_PINNED_CC=N (default for --variant cuda: the visible "
+                             "GPU's compute capability, e.g. 900 on an H200; without a GPU the "
+                             "pinned-cc overlay's default, 890)")
     parser.add_argument("--source", type=Path, metavar="PATH",
                         help="an unpatched llama.cpp directory, the sdist .tar.gz, or a file made "
                              "by `palw source` (default: download the sdist from PyPI once)")
@@ -56,7 +59,13 @@ def _register_build(subparsers) -> None:
 def _run_build(args) -> int:
     from .api import build
 
-    manifest = build(args.variant, cuda_arch=args.cuda_arch, pinned_cc=args.pinned_cc,
+    cuda_arch, pinned_cc = args.cuda_arch or DEFAULT_CUDA_ARCH, args.pinned_cc
+    if args.variant == "cuda" and not args.unpatched:
+        from .choice import for_visible_device
+
+        cuda_arch, pinned_cc, line = for_visible_device(args.cuda_arch, args.pinned_cc)
+        print(f"palw: {line}", file=sys.stderr)
+    manifest = build(args.variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc,
                      source=args.source, force=args.force, jobs=args.jobs,
                      build_root=args.build_root, overlays=args.overlays,
                      install_binding=not args.no_binding_install, patched=not args.unpatched)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BuildError
+from .cxx_runtime import LINKER_FLAGS
 
 VARIANTS = ("cpu", "cuda")
 DEFAULT_CUDA_ARCH = "89;90"
@@ -24,6 +25,9 @@ COMMON_FLAGS = (
     "-DLLAMA_BUILD_SERVER=OFF",
     "-DLLAMA_BUILD_APP=OFF",
     "-DLLAMA_BUILD_TOOLS=ON",
+    # One C++ runtime per process, whatever CXX links (cxx_runtime.py); LDFLAGS still applies.
+    f"-DCMAKE_SHARED_LINKER_FLAGS_INIT={LINKER_FLAGS}",
+    f"-DCMAKE_MODULE_LINKER_FLAGS_INIT={LINKER_FLAGS}",
 )
 CPU_TARGETS = ("llama", "ggml", "llama-palw-observer")
 CUDA_TARGETS = CPU_TARGETS + ("llama-palw-mmvq-smoke",)

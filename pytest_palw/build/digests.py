@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
 CHUNK = 1 << 20
+_LARGE_FILE = 1 << 30  # hashing this much takes seconds: show progress
 # Never part of a tree's identity: VCS metadata and interpreter caches.
 IGNORED_NAMES = frozenset({".git", "__pycache__", ".pytest_cache"})
 IGNORED_SUFFIXES = (".pyc", ".pyo")
@@ -21,6 +23,61 @@ def sha256_file(path: Path) -> str:
     with open(path, "rb") as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _remembered_entry(path: Path) -> Path:
+    from ..paths import cache_dir
+
+    return cache_dir("digests") / f"{sha256_bytes(str(path).encode())[:32]}.json"
+
+
+def _stamp(path: Path) -> dict:
+    stat = path.stat()
+    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def recorded_sha256(path: Path) -> str | None:
+    """The remembered digest if it still describes the file (same path, size and mtime), else None."""
+    path = Path(path).resolve()
+    try:
+        recorded = json.loads(_remembered_entry(path).read_text())
+        stamp = _stamp(path)
+        if {key: recorded.get(key) for key in stamp} == stamp:
+            return str(recorded["sha256"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # absent, unreadable or stale
+    return None
+
+
+def remembered_sha256(path: Path) -> str:
+    """sha256 of a file, hashed once while its size and mtime stay: a 5 GB model is read once per
+    host, not once per tool or worker. Remembered in the cache's digests/, never beside the file."""
+    path = Path(path).resolve()
+    known = recorded_sha256(path)
+    if known is not None:
+        return known
+    stamp = _stamp(path)
+    progress = None
+    if stamp["size"] >= _LARGE_FILE:
+        from ..progress import Progress
+
+        progress = Progress(f"sha256 {path.name}", total=stamp["size"] >> 20, unit=" MiB")
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(16 * CHUNK):
+            digest.update(block)
+            if progress is not None:
+                progress.update(handle.tell() >> 20)
+    if progress is not None:
+        progress.finish()
+    entry = _remembered_entry(path)
+    try:  # atomically: a concurrent reader sees the old entry or the new one
+        temporary = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({**stamp, "sha256": digest.hexdigest()}))
+        os.replace(temporary, entry)
+    except OSError:
+        pass  # a read-only cache still answers, just without remembering
     return digest.hexdigest()
 
 

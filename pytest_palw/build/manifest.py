@@ -31,6 +31,8 @@ class Manifest:
     binding: dict  # what happened to the llama-cpp-python install
     build_seconds: float
     created: str
+    # cxx_runtime.check_libraries: each library's libstdc++ linkage and exported std:: symbols
+    cxx_runtime: dict = field(default_factory=dict)
     schema: str = SCHEMA
     version: int = VERSION
     # Not stored: where this manifest was read from, and whether `build` reused it.
@@ -61,8 +63,9 @@ class Manifest:
             raise RuntimeLibraryError(f"{path} is not a {SCHEMA} v{VERSION} manifest: rebuild with "
                                       "`palw build --force`")
         known = {name for name in cls.__dataclass_fields__ if name not in ("path", "cache_hit")}
+        optional = {"cxx_runtime"}  # absent from manifests written before the check existed
         try:
-            manifest = cls(**{name: data[name] for name in known})
+            manifest = cls(**{name: data[name] for name in known if name in data or name not in optional})
         except KeyError as missing:
             raise RuntimeLibraryError(f"{path} lacks {missing}: rebuild with `palw build --force`") from None
         manifest.path = path

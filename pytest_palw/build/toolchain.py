@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -29,18 +30,24 @@ class Toolchain:
     cc: Path
     cxx: Path
     nvcc: Path | None = None
+    cuda_host_cxx: Path | None = None  # $CUDAHOSTCXX: nvcc's host compiler, when set
 
     def versions(self) -> dict[str, str | None]:
         """First line of each tool's ``--version`` (the manifest's ``tools``)."""
         names = {"cmake": self.cmake, "ninja": self.ninja, "cc": self.cc, "cxx": self.cxx,
-                 "nvcc": self.nvcc}
+                 "nvcc": self.nvcc, "cuda_host_cxx": self.cuda_host_cxx}
         return {name: tool_version(path) if path else None for name, path in names.items()}
 
     def compiler_identity(self) -> dict[str, str | None]:
-        """What the cache key trusts to stand for the generated code: paths and versions."""
+        """What the cache key trusts to stand for the generated code: each compiler's path,
+        version and file digest (a wrapper script that adds flags is a different toolchain),
+        and the environment variables compilers and CMake read."""
         identity = {"cc": _identity(self.cc), "cxx": _identity(self.cxx)}
         if self.nvcc:
             identity["nvcc"] = _identity(self.nvcc)
+            identity["cuda_host_cxx"] = _identity(self.cuda_host_cxx) if self.cuda_host_cxx else None
+        identity["environment"] = " ".join(f"{name}={os.environ[name]!r}" for name in COMPILER_ENVIRONMENT
+                                           if os.environ.get(name))
         return identity
 
     def cmake_arguments(self) -> list[str]:
@@ -49,11 +56,28 @@ class Toolchain:
                      f"-DCMAKE_CXX_COMPILER={self.cxx}"]
         if self.nvcc:
             arguments.append(f"-DCMAKE_CUDA_COMPILER={self.nvcc}")
+            if self.cuda_host_cxx:
+                arguments.append(f"-DCMAKE_CUDA_HOST_COMPILER={self.cuda_host_cxx}")
         return arguments
 
 
+# Read by the compilers or by CMake's first configure; each one can change the generated code.
+COMPILER_ENVIRONMENT = ("CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CUDAFLAGS", "CUDAHOSTCXX",
+                        "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "COMPILER_PATH",
+                        "LIBRARY_PATH", "GCC_EXEC_PREFIX")
+
+
 def _identity(path: Path) -> str:
-    return f"{path.resolve()} | {tool_version(path, full=True)}"
+    return f"{path.resolve()} | {file_digest(path.resolve())} | {tool_version(path, full=True)}"
+
+
+@functools.lru_cache(maxsize=None)
+def file_digest(path: Path) -> str:
+    """sha256 of the compiler's own file: a wrapper script around the same gcc differs here."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError as error:
+        return f"unreadable ({error.strerror})"
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,4 +134,11 @@ def detect(variant: str) -> Toolchain:
     if cxx is None:
         raise ToolMissingError(f"no C++ compiler (c++, g++, clang++) found: {INSTALL_HINTS['c++']}")
     nvcc = require("nvcc", env_var="CUDACXX", extra=_cuda_dirs()) if variant == "cuda" else None
-    return Toolchain(cmake, ninja, cc, cxx, nvcc)
+    host = None
+    if nvcc and os.environ.get("CUDAHOSTCXX"):
+        found = shutil.which(os.environ["CUDAHOSTCXX"])
+        if found is None:
+            raise ToolMissingError(f"CUDAHOSTCXX={os.environ['CUDAHOSTCXX']} is not an executable: "
+                                   "point it at nvcc's host C++ compiler, or unset it")
+        host = Path(found)
+    return Toolchain(cmake, ninja, cc, cxx, nvcc, host)

@@ -149,3 +149,23 @@ def test_unpatched_refuses_a_pin_and_a_patched_archive(inputs, tmp_path, monkeyp
     archive.write_archive(packed, marker, tree, None)
     with pytest.raises(BuildError, match="already patched: an --unpatched build needs the sdist"):
         make_plan(pinned_cc=None, source=packed, **arguments)
+
+
+def test_plan_key_follows_the_effective_compilers(inputs, tmp_path, monkeypatch):
+    """A wrapper around the same g++ (e.g. one adding -static-libstdc++), or compiler flags in the
+    environment, is another toolchain: it must never reuse a build."""
+    import shutil
+
+    _tree_dir, _native, _overlays, key = inputs
+    plain = key()
+    wrapper = tmp_path / "g++-static"
+    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("g++")} "$@" -static-libstdc++\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", str(wrapper))
+    wrapped = key()
+    monkeypatch.delenv("CXX")
+    monkeypatch.setenv("CXXFLAGS", "-O1")
+    flagged = key()
+    monkeypatch.delenv("CXXFLAGS")
+    assert len({plain, wrapped, flagged}) == 3
+    assert key() == plain

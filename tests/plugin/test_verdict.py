@@ -1,0 +1,139 @@
+"""The verdict never says more than what ran: stale certificates, interrupted runs, recording runs,
+bad options and a stuck load each give an honest, one-line answer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_palw.errors import RuntimeLibraryError
+from pytest_palw.paths import CONFORMANCE_DIR
+from pytest_palw.selection import golden_recording_reasons
+
+CERTIFIED = {"schema": "pytest-palw.certificate", "verdict": {"certified": True, "reasons": []}}
+
+
+def _certify(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_palw.cli", "certify", *args],
+                          capture_output=True, text=True, timeout=900, cwd=cwd)
+
+
+def _stale(path: Path) -> Path:
+    path.write_text(json.dumps(CERTIFIED))
+    return path
+
+
+def test_collect_only_never_reads_back_an_old_certificate(tmp_path):
+    certificate = _stale(tmp_path / "palw-certificate.json")
+    result = _certify("--require-certified", f"--certificate={certificate}", "--", "--collect-only",
+                      "-p", "no:cacheprovider", cwd=tmp_path)
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert "CERTIFIED" not in result.stdout + result.stderr
+    assert "no certificate written" in result.stdout
+    assert not certificate.exists()
+
+
+def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path):
+    certificate = _stale(tmp_path / "palw-certificate.json")
+    result = _certify("--require-certified", f"--certificate={certificate}",
+                      f"--model={tmp_path / 'missing.gguf'}", "--", "-p", "no:cacheprovider", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "CERTIFIED" not in result.stdout + result.stderr
+    assert not certificate.exists()
+
+
+def test_pytest_alone_discards_an_old_certificate(pytester, tmp_path):
+    """The plugin itself, without `palw certify`: a run that writes no certificate removes the old one."""
+    certificate = _stale(tmp_path / "cert.json")
+    pytester.runpytest_subprocess(str(CONFORMANCE_DIR), "--collect-only", "-q", "-p", "no:cacheprovider",
+                                  f"--palw-certificate={certificate}")
+    assert not certificate.exists()
+
+
+INTERRUPTER = """
+import pytest
+
+def pytest_runtest_call(item):
+    if item.name == "test_no_other_class":
+        raise KeyboardInterrupt
+"""
+
+
+def test_an_interrupted_run_counts_as_pytest_does(pytester, tmp_path, monkeypatch):
+    """Ctrl-C inside a case: the case's setup passed, its call never finished. pytest counts it
+    nowhere; neither may the certificate, and the verdict says the run was interrupted."""
+    pytester.makepyfile(palw_interrupter=INTERRUPTER)
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    certificate = tmp_path / "cert.json"
+    result = pytester.runpytest_subprocess(str(CONFORMANCE_DIR / "test_class_counts.py"), "-p",
+                                           "palw_interrupter", "-p", "no:cacheprovider",
+                                           f"--palw-certificate={certificate}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    outcomes = result.parseoutcomes()
+    summary = json.loads(certificate.read_text())["summary"]
+    for name in ("passed", "failed", "skipped"):
+        assert summary[name] == outcomes.get(name, 0), (name, summary, outcomes)
+    assert summary["incomplete"] == 1
+    reasons = json.loads(certificate.read_text())["verdict"]["reasons"]
+    assert any(reason.startswith("the run was interrupted") for reason in reasons), reasons
+
+
+def test_a_non_hex_kernel_digest_stops_the_session_in_one_line(pytester):
+    result = pytester.runpytest_subprocess(str(CONFORMANCE_DIR / "test_class_counts.py"), "-p",
+                                           "no:cacheprovider", "--palw-kernel-digest=not-hex")
+    assert result.ret == 2
+    lines = [line for line in result.stdout.lines + result.stderr.lines if "palw:" in line]
+    # pytest shows its exit message on stdout and stderr: one cause, one line each
+    assert lines and all("--palw-kernel-digest 'not-hex' is not one nonzero sha256" in line for line in lines)
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_load_probe_timeout_is_one_line(tmp_path):
+    from pytest_palw.build import api
+    from pytest_palw.fixtures.models import ensure_model
+    from pytest_palw.load_probe import probe_model_load
+
+    manifest = api.find_manifest(variant="cpu")
+    if manifest is None:
+        pytest.skip("no CPU runtime built yet: run `palw build`")
+    with pytest.raises(RuntimeLibraryError) as stuck:
+        probe_model_load(manifest.path, ensure_model("tiny"), timeout=0.01)
+    assert "did not finish in 0.01 s" in str(stuck.value) and "\n" not in str(stuck.value)
+
+
+@pytest.mark.parametrize("dest", ["update_snapshots", "update_new_snapshots_only"])
+def test_a_golden_recording_run_is_never_certified(dest):
+    config = SimpleNamespace(option=SimpleNamespace(**{dest: True}))
+    assert golden_recording_reasons(config) and "recorded, not checked" in golden_recording_reasons(config)[0]
+    assert golden_recording_reasons(SimpleNamespace(option=SimpleNamespace())) == []
+
+
+def test_a_device_class_without_goldens_is_one_reason(pytester, tmp_path):
+    """A token with no committed golden stands for a device class never certified here: the golden
+    case is not run, and the verdict says so once, with how to record it (no snapshot diff)."""
+    certificate = tmp_path / "cert.json"
+    result = pytester.runpytest_subprocess(str(CONFORMANCE_DIR / "test_golden_streams.py"), "-p",
+                                           "no:cacheprovider", "--palw-token=7",
+                                           f"--palw-certificate={certificate}")
+    document = json.loads(certificate.read_text())
+    reasons = [r for r in document["verdict"]["reasons"] if "no committed golden streams" in r]
+    assert len(reasons) == 1 and "--snapshot-update" in reasons[0], document["verdict"]
+    assert "Snapshot" not in result.stdout.str()
+    assert not document["verdict"]["certified"]
+
+
+def test_certify_writes_its_verdict_and_the_report_beside_it(tmp_path):
+    """`palw certify` on this host (CPU tier): an honest verdict, and the HTML page next to the JSON."""
+    certificate = tmp_path / "palw-certificate.json"
+    result = _certify(f"--certificate={certificate}", "-n", "2", "--", "-p", "no:cacheprovider", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    document = json.loads(certificate.read_text())
+    assert document["verdict"]["certified"] is False
+    page = certificate.with_suffix(".html")
+    assert page.is_file() and "not certified" in result.stdout and str(page) in result.stdout
+    assert "NOT CERTIFIED" in page.read_text().upper()
