@@ -1,20 +1,22 @@
-"""Claim: the whole record pipeline (discovery, association, the smoke's approve logic, host
-sketches, canonical encoding) produces 361 well-formed V3 records without a GPU, and both
-encoders agree on them. The stream itself is golden (test_golden_streams)."""
+"""Claim: this runtime's one-token reference decode succeeds with finite outputs for the 361 trace
+candidates, and for each launch the native header's validator accepts the association
+llama-context.cpp builds (transcribed from palw_cuda_trace_eval in pytest_palw.reference, over the
+node this runtime evaluated) and the native host codec encodes the reference record exactly as the
+Python encoder does.
 
+The reference decode gives every graph node its own scheduler split and reads each candidate's
+output back right after it is computed. The validator is
+palw_cuda_llama_trace_association_is_supported_v2, the codec record_codec.cpp, both through the host
+ABI (cffi); the stream itself is golden (test_golden_streams). Not certified here: the records'
+contents, which the smoke's approve logic rewritten in Python makes with stand-in kernel identities
+(tests/reference checks them against discovery), nor that the patch itself builds these
+associations (test_non_mutation (b), pinned tier).
+"""
+
+import numpy as np
 import pytest
 
-from pytest_palw.names import status_name
-from pytest_palw.verify import record_mismatches
-
 pytestmark = pytest.mark.palw_cpu
-
-
-def test_every_launch_is_approved(palw_cpu_reference, lib):
-    statuses = {status_name(lib, s) for s in palw_cpu_reference.statuses}
-    assert len(palw_cpu_reference.statuses) == 361
-    assert statuses == {"OK"}
-    assert palw_cpu_reference.session.callback_errors == []
 
 
 def test_reference_decode_succeeds(palw_cpu_reference):
@@ -24,12 +26,16 @@ def test_reference_decode_succeeds(palw_cpu_reference):
 
 
 @pytest.mark.parametrize("index", range(361))
-def test_reference_record(index, palw_cpu_reference, ffi, lib):
-    candidate = palw_cpu_reference.reference.candidates[index]
-    record = palw_cpu_reference.records[index]
-    problems = record_mismatches(ffi, record, index, candidate, palw_cpu_reference.session.infos, lib)
-    assert problems == []
-    assert list(record.base.base.sketch) != [0, 0, 0, 0]
+def test_reference_record(index, palw_cpu_reference, lib):
+    """Launch ``index``: its association passes the native validator, its record the native codec."""
+    associations = palw_cpu_reference.reference.associations
+    assert index < len(associations), f"the reference decode yielded {len(associations)} candidates, not 361"
+    assert lib.palw_cuda_llama_trace_association_is_supported_v2(associations[index]), (
+        "the native header rejects this association (palw_cuda_llama_trace_association_is_supported_v2)")
+    assert palw_cpu_reference.c_stream is not None, "the native codec refused a reference record"
+    size = lib.PALW_CUDA_TRACE_RECORD_ENCODED_SIZE_V3
+    span = slice(index * size, (index + 1) * size)
+    assert palw_cpu_reference.c_stream[span] == palw_cpu_reference.python_stream[span]
 
 
 def test_c_codec_equals_python_encoder(palw_cpu_reference):
@@ -38,7 +44,5 @@ def test_c_codec_equals_python_encoder(palw_cpu_reference):
 
 
 def test_outputs_are_finite(palw_cpu_reference):
-    import numpy as np
-
     bad = [i for i, tile in enumerate(palw_cpu_reference.reference.tiles) if not np.isfinite(tile).all()]
     assert bad == [], f"non-finite outputs at launches {bad[:10]}"

@@ -1,9 +1,19 @@
-"""Claim: misuse is refused cleanly: the documented status, exactly one INVALID_REQUEST fault
-(without an association), no producer left behind; lifecycle calls out of order return the
-documented status; 1000 attach/destroy cycles keep GPU memory flat.
+"""Claim: attach refuses each misuse alone with INVALID_ARGUMENT, exactly one INVALID_REQUEST
+fault without an association and no producer left behind, while the same request otherwise valid is
+accepted; NULL, repeated and out-of-order calls return the documented status.
 
-On a CPU-only runtime every attach is refused (no CUDA backend exposes the PALW procs), so
-the CPU tier checks the refusal shape and the GPU tier adds the positive controls.
+Any runtime (CPU tier): attach needs the one backend that exposes the PALW procs. Without it (every
+CPU runtime) a V1 or V2 request valid in every other respect (header validator, capacity, pinned
+and fresh context, Qwen3-8B topology) is refused as above and the caller's request is untouched;
+with it (a CUDA runtime) the same request is accepted. A NULL request or context is refused with
+INVALID_ARGUMENT, and every lifecycle call on a context without a trace returns INVALID_ARGUMENT.
+
+GPU tier (only a CUDA runtime accepts a valid request, so only there can a refusal be pinned on one
+misuse): each malformed request field, each unsupported context setting, each wrong model shape,
+an evaluated context and an imported state is refused as above, and in the same case the unbroken
+request is accepted on a clean context (test_valid_request_control alone); a second attach is
+refused; state import while a trace exists is refused; 1000 attach/destroy cycles keep GPU memory
+flat. Pinned tier: lifecycle calls out of order return the documented status.
 """
 
 import ctypes
@@ -42,6 +52,7 @@ def _attach(lib, context, session, capacity=None, request=None):
 
 
 def _assert_refused(lib, ffi, context, session, status, faults_expected=1):
+    """attach's refusal: INVALID_ARGUMENT, one INVALID_REQUEST fault without association, no producer."""
     assert status_name(lib, status) == "INVALID_ARGUMENT"
     faults = [(status_name(lib, f.status), fault_name(lib, f.fault), f.with_association) for f in session.faults]
     assert faults == [("INVALID_ARGUMENT", "INVALID_REQUEST", False)] * faults_expected
@@ -51,30 +62,53 @@ def _assert_refused(lib, ffi, context, session, status, faults_expected=1):
     assert status_name(lib, lib.llama_palw_cuda_trace_destroy(context.cptr)) == "INVALID_ARGUMENT"
 
 
-@pytest.mark.palw_cpu
-@pytest.mark.parametrize("version", [2, 1])
-@pytest.mark.parametrize("field", REQUEST_FIELDS)
-def test_invalid_request_field(field, version, palw_runtime, palw_discovery, palw_session, palw_context):
+def _assert_accepted(lib, ffi, context, session, status):
+    """attach's acceptance: OK, no fault, the request untouched, an empty producer; then a clean destroy."""
+    assert status_name(lib, status) == "OK" and session.faults == [], (
+        f"a valid request was refused: {status_name(lib, status)}, faults {session.faults}")
+    outs = ffi.new("uint64_t[2]"), ffi.new("uint32_t *"), ffi.new("int *")
+    status = lib.llama_palw_cuda_trace_diagnostics(context.cptr, outs[0], outs[0] + 1, outs[1], outs[2])
+    assert (status_name(lib, status), outs[0][0], outs[0][1], outs[1][0], outs[2][0]) == ("OK", 0, 0, 0, 0)
+    out = ffi.new("uint64_t *")
+    assert status_name(lib, lib.llama_palw_cuda_trace_unbind(context.cptr, out)) != "OK"  # nothing ran
+    assert status_name(lib, lib.llama_palw_cuda_trace_destroy(context.cptr)) == "OK"
+
+
+def _control(version, palw_runtime, palw_discovery, palw_session, context):
+    """The same request, unbroken, on ``context``: accepted (so the case's one change caused its refusal)."""
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     session = _session(palw_runtime, palw_discovery, palw_session, version)
-    request, capacity, faults_expected = session.request, None, 1
-    if field == "abi_version":
-        request.abi_version = 99
-    elif field == "struct_size":
-        request.struct_size -= 8
-    elif field == "expected_count":
-        request.expected_launch_count = 360 if version == 2 else 0
-    elif field == "capacity":
-        capacity = request.expected_launch_count - 1
-    elif field == "producer_context":
-        request.producer_context = ffi.cast("palw_cuda_producer_trace_context_v3 *", 0x1000)
-    elif field == "null_approve":
-        request.approve = ffi.NULL
-    elif field == "null_fault":
-        request.fault = ffi.NULL
-        faults_expected = 0  # nothing to call back
-    context = palw_context()
-    _assert_refused(lib, ffi, context, session, _attach(lib, context, session, capacity), faults_expected)
+    before = bytes(ffi.buffer(session.request))
+    status = _attach(lib, context, session)
+    assert bytes(ffi.buffer(session.request)) == before, "attach modified the caller's request"
+    _assert_accepted(lib, ffi, context, session, status)
+
+
+# -- any runtime (CPU tier) -----------------------------------------------------------------------
+
+@pytest.mark.palw_cpu
+@pytest.mark.parametrize("version", [2, 1])
+def test_attach_requires_a_cuda_trace_backend(version, palw_runtime, palw_discovery, palw_session, palw_context):
+    """attach finds the one backend exposing the PALW procs (llama-context.cpp: ``candidate_count
+    != 1`` -> ``fail_unbound(INVALID_ARGUMENT)``). Every other condition of acceptance holds here,
+    so on a runtime without such a backend this refusal is the backend's; with one, acceptance."""
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    request = session.request
+    owned = ffi.new(f"{ffi.typeof(request).item.cname} *", request[0])  # attach's owned copy
+    owned.producer_context = ffi.cast("palw_cuda_producer_trace_context_v3 *", 0x1000)
+    compatible = (lib.palw_cuda_llama_trace_request_is_compatible_v2 if version == 2
+                  else lib.palw_cuda_llama_mmvq_request_is_compatible_v1)
+    assert compatible(owned) and request.producer_context == ffi.NULL, "the request itself is malformed"
+    assert palw_session.model_profile.mismatches() == [], "the model is not the pinned Qwen3-8B topology"
+    context = palw_context()  # the pinned policy (verified), never evaluated, no state imported
+    before = bytes(ffi.buffer(request))
+    status = _attach(lib, context, session)
+    assert bytes(ffi.buffer(request)) == before, "attach modified the caller's request"
+    if palw_runtime.has_cuda_trace:
+        _assert_accepted(lib, ffi, context, session, status)
+        return
+    _assert_refused(lib, ffi, context, session, status)
 
 
 @pytest.mark.palw_cpu
@@ -85,58 +119,6 @@ def test_null_request(version, palw_runtime, palw_context):
     context = palw_context()
     assert status_name(lib, attach(context.cptr, 361, ffi.NULL)) == "INVALID_ARGUMENT"
     assert status_name(lib, attach(ffi.NULL, 361, ffi.NULL)) == "INVALID_ARGUMENT"
-
-
-@pytest.mark.palw_cpu
-@pytest.mark.parametrize("version", [2, 1])
-@pytest.mark.parametrize("field", sorted(CONTEXT_FIELDS))
-def test_invalid_context_policy(field, version, palw_runtime, palw_discovery, palw_session, palw_context):
-    lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = _session(palw_runtime, palw_discovery, palw_session, version)
-    if field == "cb_eval":
-        context = palw_context(eval_owner=_Quiet(runtime=palw_runtime), verify=False)
-    else:
-        context = palw_context(verify=False, **CONTEXT_FIELDS[field])
-    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
-
-
-@pytest.mark.palw_cpu
-@pytest.mark.parametrize("fixture", MODEL_FIELDS)
-def test_wrong_model_profile(fixture, palw_runtime, palw_discovery, palw_session):
-    from pytest_palw.fixtures.models import ensure_negative
-
-    lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    model = palw_runtime.load_model(ensure_negative(fixture))
-    try:
-        session = _session(palw_runtime, palw_discovery, palw_session, 2)
-        with model.context() as context:
-            _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
-    finally:
-        model.free()
-
-
-@pytest.mark.palw_cpu
-@pytest.mark.parametrize("version", [2, 1])
-def test_context_already_evaluated(version, palw_runtime, palw_discovery, palw_session, palw_context, palw_token):
-    lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = _session(palw_runtime, palw_discovery, palw_session, version)
-    context = palw_context()
-    assert context.decode(palw_token) == 0
-    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
-
-
-@pytest.mark.palw_cpu
-def test_state_imported(palw_runtime, palw_discovery, palw_session, palw_context, palw_token):
-    lib, ffi, llama = palw_runtime.lib, palw_runtime.ffi, palw_runtime.llama
-    donor = palw_context()
-    assert donor.decode(palw_token) == 0
-    size = llama.llama_state_get_size(donor.pointer)
-    state = (ctypes.c_uint8 * size)()
-    assert llama.llama_state_get_data(donor.pointer, state, size) == size
-    context = palw_context()
-    assert llama.llama_state_set_data(context.pointer, state, size) == size
-    session = _session(palw_runtime, palw_discovery, palw_session, 2)
-    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
 
 
 @pytest.mark.palw_cpu
@@ -163,23 +145,97 @@ def test_calls_without_a_trace(palw_runtime, palw_context):
         assert {k: status_name(lib, v) for k, v in statuses.items()} == dict.fromkeys(statuses, "INVALID_ARGUMENT")
 
 
-@pytest.mark.palw_cpu
+# -- the refusal of each misuse alone (GPU tier: a CUDA runtime accepts the valid request) ----------
+
+@pytest.mark.palw_gpu
 @pytest.mark.parametrize("version", [2, 1])
 def test_valid_request_control(version, palw_runtime, palw_discovery, palw_session, palw_context):
-    """The control for the refusals: a valid request attaches iff a CUDA backend is present."""
+    """The control for the refusals: a valid request on a clean pinned context is accepted."""
+    _control(version, palw_runtime, palw_discovery, palw_session, palw_context())
+
+
+@pytest.mark.palw_gpu
+@pytest.mark.parametrize("version", [2, 1])
+@pytest.mark.parametrize("field", REQUEST_FIELDS)
+def test_invalid_request_field(field, version, palw_runtime, palw_discovery, palw_session, palw_context):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    request, capacity, faults_expected = session.request, None, 1
+    if field == "abi_version":
+        request.abi_version = 99
+    elif field == "struct_size":
+        request.struct_size -= 8
+    elif field == "expected_count":
+        request.expected_launch_count = 360 if version == 2 else 0
+    elif field == "capacity":
+        capacity = request.expected_launch_count - 1
+    elif field == "producer_context":
+        request.producer_context = ffi.cast("palw_cuda_producer_trace_context_v3 *", 0x1000)
+    elif field == "null_approve":
+        request.approve = ffi.NULL
+    elif field == "null_fault":
+        request.fault = ffi.NULL
+        faults_expected = 0  # nothing to call back
+    context = palw_context()
+    _assert_refused(lib, ffi, context, session, _attach(lib, context, session, capacity), faults_expected)
+    # The refusal left the context as it was: the unbroken request is accepted on it.
+    _control(version, palw_runtime, palw_discovery, palw_session, context)
+
+
+@pytest.mark.palw_gpu
+@pytest.mark.parametrize("version", [2, 1])
+@pytest.mark.parametrize("field", sorted(CONTEXT_FIELDS))
+def test_invalid_context_policy(field, version, palw_runtime, palw_discovery, palw_session, palw_context):
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    if field == "cb_eval":
+        context = palw_context(eval_owner=_Quiet(runtime=palw_runtime), verify=False)
+    else:
+        context = palw_context(verify=False, **CONTEXT_FIELDS[field])
+    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+    _control(version, palw_runtime, palw_discovery, palw_session, palw_context())
+
+
+@pytest.mark.palw_gpu
+@pytest.mark.parametrize("fixture", MODEL_FIELDS)
+def test_wrong_model_profile(fixture, palw_runtime, palw_discovery, palw_session, palw_context):
+    from pytest_palw.fixtures.models import ensure_negative
+
+    lib, ffi = palw_runtime.lib, palw_runtime.ffi
+    model = palw_runtime.load_model(ensure_negative(fixture))
+    try:
+        session = _session(palw_runtime, palw_discovery, palw_session, 2)
+        with model.context() as context:
+            _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+    finally:
+        model.free()
+    _control(2, palw_runtime, palw_discovery, palw_session, palw_context())
+
+
+@pytest.mark.palw_gpu
+@pytest.mark.parametrize("version", [2, 1])
+def test_context_already_evaluated(version, palw_runtime, palw_discovery, palw_session, palw_context, palw_token):
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     session = _session(palw_runtime, palw_discovery, palw_session, version)
     context = palw_context()
-    before = bytes(ffi.buffer(session.request))
-    status = _attach(lib, context, session)
-    if not palw_runtime.has_cuda_trace:
-        _assert_refused(lib, ffi, context, session, status)
-        return
-    assert status_name(lib, status) == "OK" and session.faults == []
-    assert bytes(ffi.buffer(session.request)) == before, "attach modified the caller's request"
-    out = ffi.new("uint64_t *")
-    assert status_name(lib, lib.llama_palw_cuda_trace_unbind(context.cptr, out)) != "OK"  # nothing ran
-    assert status_name(lib, lib.llama_palw_cuda_trace_destroy(context.cptr)) == "OK"
+    assert context.decode(palw_token) == 0
+    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+    _control(version, palw_runtime, palw_discovery, palw_session, palw_context())
+
+
+@pytest.mark.palw_gpu
+def test_state_imported(palw_runtime, palw_discovery, palw_session, palw_context, palw_token):
+    lib, ffi, llama = palw_runtime.lib, palw_runtime.ffi, palw_runtime.llama
+    donor = palw_context()
+    assert donor.decode(palw_token) == 0
+    size = llama.llama_state_get_size(donor.pointer)
+    state = (ctypes.c_uint8 * size)()
+    assert llama.llama_state_get_data(donor.pointer, state, size) == size
+    context = palw_context()
+    assert llama.llama_state_set_data(context.pointer, state, size) == size
+    session = _session(palw_runtime, palw_discovery, palw_session, 2)
+    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+    _control(2, palw_runtime, palw_discovery, palw_session, palw_context())
 
 
 # -- lifecycle with a live trace (GPU tier) ------------------------------------------------------

@@ -13,6 +13,7 @@ smoke's approve logic, yields the CPU reference trace (records without a produce
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,12 +62,19 @@ class ReferenceRun(Discovery):
 
 
 def reference_run(model, token: int, build_associations: bool = False) -> ReferenceRun:
+    with _decoded(model, token, build_associations) as run:
+        return run
+
+
+@contextmanager
+def _decoded(model, token: int, build_associations: bool):
+    """The reference decode, its context kept open: the associations' operation tokens are the
+    graph's tensors, which live only as long as the context (approve reads their names)."""
     run = ReferenceRun(runtime=model.runtime, build_associations=build_associations)
     with model.context(eval_owner=run) as context:
-        status = context.decode(token)
-        run.logits = context.logits() if status == 0 else None
-    run.decode_status = status
-    return run
+        run.decode_status = context.decode(token)
+        run.logits = context.logits() if run.decode_status == 0 else None
+        yield run
 
 
 # -- the llama bridge's association rules (palw_cuda_trace_eval), for the CPU reference -------------
@@ -204,21 +212,21 @@ class CpuReferenceTrace:
 def cpu_reference_trace(model, token: int, digests: dict[str, bytes]) -> CpuReferenceTrace:
     """Discovery + the smoke's approve logic + host sketches of the outputs -> V3 records."""
     runtime = model.runtime
-    ffi, lib = runtime.ffi, runtime.lib
-    reference = reference_run(model, token, build_associations=True)
-    session = TraceSession(runtime, reference.candidates, version=2, digests=digests)
-    cpu_reference_infos(runtime, session)
-    count = len(reference.candidates)
-    records = ffi.new("palw_cuda_trace_record_v3[]", max(count, 1))
-    statuses = []
-    expected = ffi.new("palw_cuda_producer_launch_v3 *")
-    for index, (actual, lanes) in enumerate(zip(reference.associations, reference.sketches())):
-        statuses.append(int(session.approve_v2(actual, expected)))
-        record = records[index]
-        ffi.memmove(ffi.addressof(record), ffi.addressof(expected.semantic_template),
-                    ffi.sizeof("palw_cuda_trace_record_v3"))
-        for lane, value in enumerate(lanes):
-            record.base.base.sketch[lane] = value
+    ffi = runtime.ffi
+    with _decoded(model, token, build_associations=True) as reference:
+        session = TraceSession(runtime, reference.candidates, version=2, digests=digests)
+        cpu_reference_infos(runtime, session)
+        count = len(reference.candidates)
+        records = ffi.new("palw_cuda_trace_record_v3[]", max(count, 1))
+        statuses = []
+        expected = ffi.new("palw_cuda_producer_launch_v3 *")
+        for index, (actual, lanes) in enumerate(zip(reference.associations, reference.sketches())):
+            statuses.append(int(session.approve_v2(actual, expected)))
+            record = records[index]
+            ffi.memmove(ffi.addressof(record), ffi.addressof(expected.semantic_template),
+                        ffi.sizeof("palw_cuda_trace_record_v3"))
+            for lane, value in enumerate(lanes):
+                record.base.base.sketch[lane] = value
     trace = CpuReferenceTrace(reference, session, statuses, records)
     trace.python_stream = b"".join(encode_record(records[i]) for i in range(count))
     trace.c_stream = host_encode(runtime, [records[i] for i in range(count)])

@@ -1,0 +1,764 @@
+"""Claim: the runtime's producer reports each fault of native/SPEC.md section 4 (capture out of
+range, duplicate capture, missing capture, capture of another identity, capacity overflow) with the
+documented status and fault bits, is poisoned for good, commits no record and writes no host record,
+while refused calls are no faults; every context is destroyed with no CUDA error left.
+
+In detail: each capture fault makes finalize fail with INCOMPLETE (IDENTITY_MISMATCH for the
+identity fault) and exactly its bits (the wrong-identity element also counts as missing); a launch
+past the capacity is refused with CAPACITY_EXCEEDED and CAPACITY_OVERFLOW at once; a poisoned
+context refuses every later prepare, enqueue and finalize with POISONED and stays as it was. Calls
+out of order, malformed or foreign (SEQUENCE_MISMATCH, INVALID_ARGUMENT, PENDING, INCOMPLETE,
+IDENTITY_MISMATCH) set no bit, no poison, no count, and the context still commits a clean launch;
+the same launches without a fault commit records equal to their templates with the host sketch.
+GPU tier.
+
+How: each case creates a fresh context through the backend API table the patch exports
+(``palw_cuda_llama_mmvq_get_backend_api_v1`` of the CUDA registry, on a CUDA backend of the
+session's device), reads count, committed, faults and poisoned through it and destroys the
+context through it. The table has no prepare, launch, enqueue or finalize: those are the producer
+functions libggml-cuda exports (native/SPEC.md section 1), called on the legacy stream. A device
+fault needs a kernel that captures wrongly; the runtime's one capturing kernel (mul_mat_vec_q) is
+internal and the bridge checks it on the host, so the cases build the native self-test's toy
+capture kernel (native/tests/producer_selftest.cu) against the device hook the runtime was built
+with (digests checked against its manifest) with the CUDA toolkit's nvcc, once per runtime, and
+launch it through the runtime's producer, as mul_mat_vec_q is launched. No model is loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import re
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_palw.build.toolchain import find_tool, tool_version
+from pytest_palw.names import status_name
+from pytest_palw.paths import NATIVE_RUNTIME_DIR, cache_dir
+from pytest_palw.sketch import sketch
+
+pytestmark = pytest.mark.palw_gpu
+
+HEADER = "palw_cuda_llama_mmvq.h"
+HOOK = "palw_cuda_producer_trace.cuh"
+
+# Exported by libggml-cuda, typed from their prototypes in the runtime's header.
+PRODUCER_FUNCTIONS = {
+    "prepare": "palw_cuda_producer_trace_prepare_v3",
+    "launch": "palw_cuda_producer_trace_launch_v3",
+    "enqueue": "palw_cuda_producer_trace_enqueue_grouped_final_output_f32_v3",
+    "finalize": "palw_cuda_producer_trace_finalize_v3",
+}
+# libggml-base (ggml-backend.h): a CUDA backend of its own for the backend API's calls.
+GGML_FUNCTIONS = {
+    "ggml_backend_dev_init": "void * (*)(void * device, const char * params)",
+    "ggml_backend_free": "void (*)(void * backend)",
+}
+# The CUDA registry's proc for the grouped collector's identity (the attention template's capture id).
+CAPTURE_INFO_PROC = ("palw_cuda_llama_grouped_capture_info_v1", "palw_cuda_llama_grouped_capture_info_backend_v1")
+# The probe library's entry points (PROBE_SOURCE), typed with the header's structs.
+PROBE_FUNCTIONS = {
+    "palw_probe_capture_entry": "const void * (*)(void)",
+    "palw_probe_other_entry": "const void * (*)(void)",
+    "palw_probe_identity": "void (*)(palw_cuda_producer_actual_identity_v3 *)",
+    "palw_probe_binding": "int (*)(const void *, palw_cuda_producer_kernel_binding_v3 *)",
+    "palw_probe_upload": "int (*)(const void *, uint64_t, void **)",
+    "palw_probe_free": "int (*)(void *)",
+    "palw_probe_sticky_error": "int (*)(void)",
+}
+FAULT_BITS = ("CAPTURE_OUT_OF_RANGE", "DUPLICATE_CAPTURE", "MISSING_CAPTURE", "IDENTITY_MISMATCH",
+              "CAPACITY_OVERFLOW", "CUDA_ERROR")
+
+# The self-test's toy launch: 3 x 70 elements (a partial bitmap word), 2 blocks of 128 threads.
+TOY_ROWS, TOY_COLUMNS, TOY_THREADS = 3, 70, 128
+TOY_BLOCKS = (TOY_ROWS * TOY_COLUMNS + TOY_THREADS - 1) // TOY_THREADS
+TOY_PADDING = 15  # arguments 4..18: MMVQ's 20-argument shape
+HEADS, GROUPED_COLUMNS, WORK_THREADS = 32, 256, 256
+# Capture modes of the probe kernel.
+EXACT, DUPLICATE, OUT_OF_RANGE, MISSING, WRONG_IDENTITY = range(5)
+SENTINEL = 0xAB
+
+PROBE_SOURCE = r"""
+// The producer fault cases' foreign kernel: the self-test's toy capture kernel
+// (native/tests/producer_selftest.cu), compiled against the runtime's own device hook.
+#include "palw_cuda_llama_mmvq.h"
+#include "palw_cuda_producer_trace.cuh"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#define PROBE_API extern "C" __attribute__((visibility("default")))
+
+enum : uint32_t {
+    CAPTURE_EXACT = 0,
+    CAPTURE_DUPLICATE = 1,       // element 0 is captured twice
+    CAPTURE_OUT_OF_RANGE = 2,    // one extra capture at row == output_rows
+    CAPTURE_MISSING = 3,         // the last element is never captured
+    CAPTURE_WRONG_IDENTITY = 4,  // element 0 claims another producer variant
+};
+
+static __host__ __device__ palw_cuda_producer_actual_identity_v3 probe_identity() {
+    palw_cuda_producer_actual_identity_v3 identity = {};
+    for (uint32_t i = 0; i < PALW_CUDA_PRODUCER_ID_SIZE; ++i) {
+        identity.producer_variant_id[i] = static_cast<uint8_t>(0xa0u ^ i);
+        identity.work_entry_point_id[i] = static_cast<uint8_t>(0x50u ^ i);
+        identity.capture_implementation_id[i] = static_cast<uint8_t>(0xc0u ^ i);
+    }
+    return identity;
+}
+
+// mul_mat_vec_q's launch shape: 20 arguments, the device view last.
+__global__ void palw_probe_capture_kernel(
+        const float * values, uint32_t rows, uint32_t columns, uint32_t mode,
+        uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
+        uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
+        const palw_cuda_producer_device_view_v3 view) {
+    const uint32_t element = blockIdx.x * blockDim.x + threadIdx.x;
+    const uint32_t total = rows * columns;
+    if (view.abi_version == 0u || element >= total) {
+        return;
+    }
+    if (mode == CAPTURE_MISSING && element == total - 1u) {
+        return;
+    }
+    palw_cuda_producer_actual_identity_v3 identity = probe_identity();
+    if (mode == CAPTURE_WRONG_IDENTITY && element == 0u) {
+        identity.producer_variant_id[0] ^= 1u;
+    }
+    const uint32_t row = element / columns;
+    const uint32_t column = element % columns;
+    palw_cuda_producer_capture_accumulator_f32_v3(view, row, column, values[element], identity);
+    if (mode == CAPTURE_DUPLICATE && element == 0u) {
+        palw_cuda_producer_capture_accumulator_f32_v3(view, row, column, values[element], identity);
+    }
+    if (mode == CAPTURE_OUT_OF_RANGE && element == 0u) {
+        palw_cuda_producer_capture_accumulator_f32_v3(view, rows, 0u, values[element], identity);
+    }
+}
+
+// Another entry point: launching it is not the prepared launch.
+__global__ void palw_probe_other_kernel(float * output) {
+    if (output != nullptr && threadIdx.x == 0u) {
+        output[0] = 0.0f;
+    }
+}
+
+PROBE_API const void * palw_probe_capture_entry(void) {
+    return reinterpret_cast<const void *>(&palw_probe_capture_kernel);
+}
+
+PROBE_API const void * palw_probe_other_entry(void) {
+    return reinterpret_cast<const void *>(&palw_probe_other_kernel);
+}
+
+PROBE_API void palw_probe_identity(palw_cuda_producer_actual_identity_v3 * out) {
+    *out = probe_identity();
+}
+
+// The approve callback's job: the entry point's real attributes on the current device.
+PROBE_API int palw_probe_binding(const void * entry_point, palw_cuda_producer_kernel_binding_v3 * out) {
+    int device = -1;
+    int major = 0;
+    int minor = 0;
+    cudaFuncAttributes a = {};
+    cudaError_t error = cudaGetDevice(&device);
+    if (error == cudaSuccess) {
+        error = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    }
+    if (error == cudaSuccess) {
+        error = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    }
+    if (error == cudaSuccess) {
+        error = cudaFuncGetAttributes(&a, entry_point);
+    }
+    if (error != cudaSuccess) {
+        return static_cast<int>(error);
+    }
+    out->sm_arch = static_cast<uint32_t>(major * 10 + minor);
+    out->binary_version = a.binaryVersion;
+    out->ptx_version = a.ptxVersion;
+    out->num_regs = a.numRegs;
+    out->max_threads_per_block = a.maxThreadsPerBlock;
+    out->static_shared_memory_bytes = a.sharedSizeBytes;
+    out->local_memory_bytes = a.localSizeBytes;
+    return 0;
+}
+
+PROBE_API int palw_probe_upload(const void * host, uint64_t bytes, void ** out_device) {
+    *out_device = nullptr;
+    cudaError_t error = cudaMalloc(out_device, bytes);
+    if (error == cudaSuccess) {
+        error = cudaMemcpy(*out_device, host, bytes, cudaMemcpyHostToDevice);
+    }
+    return static_cast<int>(error);
+}
+
+PROBE_API int palw_probe_free(void * device) {
+    return static_cast<int>(cudaFree(device));
+}
+
+// 0 when nothing queued failed and no CUDA error is pending or sticky.
+PROBE_API int palw_probe_sticky_error(void) {
+    const cudaError_t synchronized = cudaDeviceSynchronize();
+    const cudaError_t last = cudaGetLastError();
+    return static_cast<int>(synchronized != cudaSuccess ? synchronized : last);
+}
+"""
+
+
+# -- the ABI's one home: prototypes come from the header ------------------------------------------
+
+def header_function_type(header_text: str, name: str) -> str:
+    """``name``'s prototype in the header as a cffi function-pointer type."""
+    code = " ".join(re.sub(r"/\*.*?\*/|//[^\n]*", " ", header_text, flags=re.S).split())
+    match = re.search(rf"(?:^|[;}}])\s*([^;{{}}#()]*?)\b{name}\s*\(([^;{{}}]*)\)\s*;", code)
+    if match is None:
+        raise AssertionError(f"{HEADER} declares no {name}: the producer ABI changed; update "
+                             "conformance/test_producer_faults.py")
+    return f"{match.group(1).strip()} (*)({match.group(2).strip()})"
+
+
+def c_function(ffi, library: ctypes.CDLL, name: str, signature: str):
+    """An exported C function of ``library``, callable through cffi with ``signature``."""
+    try:
+        address = ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+    except AttributeError:
+        raise AssertionError(f"{library._name} exports no {name}: the runtime was not built with "
+                             "the PALW producer (native/SPEC.md section 1); rebuild with `palw build "
+                             "--variant cuda`") from None
+    return ffi.cast(signature, address)
+
+
+def fault_names(lib, bits: int) -> list[str]:
+    names = [name for name in FAULT_BITS if bits & getattr(lib, f"PALW_CUDA_PRODUCER_FAULT_{name}")]
+    known = sum(getattr(lib, f"PALW_CUDA_PRODUCER_FAULT_{name}") for name in FAULT_BITS)
+    return names + ([hex(bits & ~known)] if bits & ~known else [])
+
+
+# -- launch templates (the self-test's toy_launch and attention_launch) ----------------------------
+
+def fill_id(seed: int) -> bytes:
+    return bytes((seed + 7 * i + 1) & 0xFF for i in range(32))
+
+
+def toy_dimensions(ffi, block_x: int = TOY_THREADS):
+    d = ffi.new("palw_cuda_producer_launch_dimensions_v1 *")
+    d.grid_x, d.grid_y, d.grid_z = TOY_BLOCKS, 1, 1
+    d.block_x, d.block_y, d.block_z = block_x, 1, 1
+    return d
+
+
+def work_dimensions(ffi, columns: int = GROUPED_COLUMNS):
+    d = ffi.new("palw_cuda_producer_launch_dimensions_v1 *")
+    d.grid_x, d.grid_y, d.grid_z = min((columns + WORK_THREADS - 1) // WORK_THREADS, 1024), HEADS, 1
+    d.block_x, d.block_y, d.block_z = WORK_THREADS, 1, 1
+    return d
+
+
+def _set_geometry(t, d) -> None:
+    t.grid_x, t.grid_y, t.grid_z = d.grid_x, d.grid_y, d.grid_z
+    t.block_x, t.block_y, t.block_z = d.block_x, d.block_y, d.block_z
+
+
+def _set_identity(ffi, t, identity) -> None:
+    ffi.memmove(t.base.producer_variant_id, identity.producer_variant_id, 32)
+    ffi.memmove(t.work_entry_point_id, identity.work_entry_point_id, 32)
+    ffi.memmove(t.capture_implementation_id, identity.capture_implementation_id, 32)
+
+
+def _bind(ffi, launch, binding) -> None:
+    ffi.memmove(ffi.addressof(launch.kernel_binding), binding, ffi.sizeof("palw_cuda_producer_kernel_binding_v3"))
+    ffi.memmove(launch.kernel_binding.kernel_binary_digest, fill_id(0x5E), 32)
+
+
+def capture_launch(ffi, lib, index: int, identity, binding):
+    """An MMVQ-class template (SCALAR_ACCUMULATOR_F32_V1) of the toy capture kernel."""
+    launch = ffi.new("palw_cuda_producer_launch_v3 *")
+    launch.launch_nonce = index + 1
+    t = launch.semantic_template
+    base = t.base.base
+    base.kernel_sequence = index
+    base.m, base.n, base.k, base.batch = TOY_COLUMNS, TOY_ROWS, 256, 1
+    base.tile_rows = base.output_rows = TOY_ROWS
+    base.tile_columns = base.output_columns = TOY_COLUMNS
+    base.schema_version = lib.PALW_CUDA_TRACE_SCHEMA_VERSION_V3
+    base.kind = lib.PALW_CUDA_TRACE_GEMM
+    base.phase = lib.PALW_CUDA_TRACE_PREFILL
+    base.dtype = lib.PALW_CUDA_TRACE_DTYPE_FP32
+    base.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K
+    t.base.declared_origin = lib.PALW_CUDA_TRACE_ORIGIN_PRODUCER_ACCUMULATOR
+    t.base.accumulator_stage = lib.PALW_CUDA_TRACE_ACCUMULATOR_STAGE_FULL_K_PRE_EPILOGUE
+    t.base.accumulator_dtype = lib.PALW_CUDA_TRACE_ACCUMULATOR_DTYPE_FP32
+    t.base.sketch_scheme = lib.PALW_CUDA_TRACE_SKETCH_SCALAR_ACCUMULATOR_F32_V1
+    t.base.reduction_segment_count = 1
+    t.covered_schedule_index = index
+    t.sublaunch_count = 1
+    _set_geometry(t, toy_dimensions(ffi))
+    _set_identity(ffi, t, identity)
+    ffi.memmove(t.operation_instance_id, fill_id(index), 32)
+    ffi.memmove(t.decomposition_plan_id, fill_id(0x31), 32)
+    ffi.memmove(t.physical_layout_id, fill_id(index + 0x40), 32)
+    _bind(ffi, launch, binding)
+    return launch
+
+
+def grouped_identity(ffi, capture_id: bytes):
+    """The attention stage's identity: any work kernel, captured by the grouped collector."""
+    identity = ffi.new("palw_cuda_producer_actual_identity_v3 *")
+    ffi.memmove(identity.producer_variant_id, fill_id(0x11), 32)
+    ffi.memmove(identity.work_entry_point_id, fill_id(0x22), 32)
+    ffi.memmove(identity.capture_implementation_id, capture_id, 32)
+    return identity
+
+
+def grouped_launch(ffi, lib, index: int, identity, binding, columns: int = GROUPED_COLUMNS):
+    """A softmax-stage template (FINAL_OUTPUT_TILE_F32_V1) over a 32 x columns tile."""
+    launch = ffi.new("palw_cuda_producer_launch_v3 *")
+    launch.launch_nonce = index + 1
+    t = launch.semantic_template
+    base = t.base.base
+    base.kernel_sequence = index
+    base.m, base.n, base.k, base.batch = columns, 1, 1, HEADS
+    base.query_tokens = base.key_value_tokens = 1
+    base.tile_rows = base.output_rows = HEADS
+    base.tile_columns = base.output_columns = columns
+    base.schema_version = lib.PALW_CUDA_TRACE_SCHEMA_VERSION_V3
+    base.kind = lib.PALW_CUDA_TRACE_ATTENTION
+    base.phase = lib.PALW_CUDA_TRACE_PREFILL
+    base.dtype = lib.PALW_CUDA_TRACE_DTYPE_FP32
+    base.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_NONE
+    base.causal = 1
+    t.base.declared_origin = lib.PALW_CUDA_TRACE_ORIGIN_FINAL_OUTPUT
+    t.base.sketch_scheme = lib.PALW_CUDA_TRACE_SKETCH_FINAL_OUTPUT_TILE_F32_V1
+    t.covered_schedule_index = index
+    t.attention_owner_schedule_index = index  # the softmax owns its group
+    t.layer_present = t.attention_group_present = 1
+    t.attention_stage = lib.PALW_CUDA_TRACE_ATTENTION_STAGE_EAGER_MASKED_SCALED_SOFTMAX
+    t.grouping_version = lib.PALW_CUDA_TRACE_GROUPING_VERSION_V1
+    t.sublaunch_index, t.sublaunch_count = 1, 3
+    t.query_heads, t.key_value_heads, t.head_dim, t.logical_batch = HEADS, 8, 128, 1
+    t.physical_key_value_tokens = columns
+    _set_geometry(t, work_dimensions(ffi, columns))
+    _set_identity(ffi, t, identity)
+    ffi.memmove(t.operation_instance_id, fill_id(index + 0x80), 32)
+    ffi.memmove(t.attention_group_instance_id, fill_id(index + 0x90), 32)
+    ffi.memmove(t.decomposition_plan_id, fill_id(index + 0xA0), 32)
+    ffi.memmove(t.physical_layout_id, fill_id(index + 0xB0), 32)
+    _bind(ffi, launch, binding)
+    return launch
+
+
+def toy_values() -> np.ndarray:
+    """The self-test's values: a payload NaN, -0, +inf and a denormal among ordinary floats."""
+    index = np.arange(TOY_ROWS * TOY_COLUMNS)
+    values = np.ldexp(index.astype(np.float32) - np.float32(100.5), index % 7 - 3).astype(np.float32)
+    values.view(np.uint32)[3] = 0x7FA00001
+    values[4], values[5], values[6] = -0.0, np.inf, np.float32(1e-45)
+    return values.reshape(TOY_ROWS, TOY_COLUMNS)
+
+
+class ToyArguments:
+    """The 20 argument slots of one toy launch; slot 19 is the placeholder view."""
+
+    def __init__(self, ffi, values, mode: int):
+        self._slots = [ffi.new("float **", values), ffi.new("uint32_t *", TOY_ROWS),
+                       ffi.new("uint32_t *", TOY_COLUMNS), ffi.new("uint32_t *", mode)]
+        self._padding = ffi.new("uint32_t[]", TOY_PADDING)
+        self.placeholder = ffi.new("palw_cuda_producer_device_view_v3 *")
+        self.pointers = ffi.new("void *[]", 20)
+        for i, slot in enumerate(self._slots):
+            self.pointers[i] = slot
+        for i in range(TOY_PADDING):
+            self.pointers[4 + i] = self._padding + i
+        self.pointers[19] = self.placeholder
+
+
+# -- the probe library: built once per (runtime hook, nvcc, arch) -----------------------------------
+
+@contextmanager
+def _locked(path: Path):
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def hook_dir(build) -> Path:
+    """Where the header and device hook the runtime was built with are (digests per manifest)."""
+    recorded = build.manifest.get("inputs", {}).get("native", {}).get("files", {})
+    for directory in (Path(build.runtime_dir), NATIVE_RUNTIME_DIR):
+        files = [directory / HEADER, directory / HOOK]
+        if all(f.is_file() for f in files) and all(
+                recorded.get(f.name) in (None, hashlib.sha256(f.read_bytes()).hexdigest()) for f in files):
+            return directory
+    raise AssertionError(f"neither {build.runtime_dir} nor {NATIVE_RUNTIME_DIR} holds the {HEADER} and {HOOK} "
+                         "this runtime was built with (manifest digests): check out the commit the runtime "
+                         "was built from, or rebuild it with `palw build --variant cuda`")
+
+
+def nvcc_path() -> Path:
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = find_tool("nvcc", env_var="CUDACXX", extra=tuple(Path(r) / "bin" for r in roots if r))
+    if nvcc is None:
+        raise AssertionError("nvcc not found (CUDACXX, PATH, CUDA_HOME, /usr/local/cuda): the producer fault "
+                             "cases compile a toy capture kernel against the runtime's device hook; install "
+                             "the CUDA toolkit the runtime was built with, or set CUDACXX")
+    return nvcc
+
+
+def build_probe(hook: Path, sm_arch: int, nvcc: Path | None = None, cudart: str | None = None) -> Path:
+    """Compile PROBE_SOURCE against ``hook`` for ``sm_arch``, linked to the shared libcudart
+    ``cudart`` (the runtime's, so both register with one CUDA runtime) or the toolkit's; cached."""
+    nvcc = nvcc or nvcc_path()
+    command = [str(nvcc), "-std=c++17", "-O2", "-shared", "-Xcompiler", "-fPIC",
+               f"-gencode=arch=compute_{sm_arch},code=sm_{sm_arch}", "-I", str(hook)]
+    if cudart:
+        command += ["-cudart", "none", "-Xlinker", "--no-as-needed", "-Xlinker", cudart]
+    else:
+        command += ["-cudart", "shared"]
+    if os.environ.get("CUDAHOSTCXX"):
+        command += ["-ccbin", os.environ["CUDAHOSTCXX"]]
+    key = hashlib.sha256(repr((PROBE_SOURCE, (hook / HEADER).read_bytes(), (hook / HOOK).read_bytes(),
+                               command, tool_version(nvcc))).encode()).hexdigest()[:16]
+    target = cache_dir("probes") / f"palw-fault-probe-{key}.so"
+    with _locked(target.with_suffix(".lock")):
+        if not target.is_file():
+            source, partial = target.with_suffix(".cu"), target.with_suffix(".partial.so")
+            source.write_text(PROBE_SOURCE)
+            result = subprocess.run(command + [str(source), "-o", str(partial)], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise AssertionError(f"nvcc could not build the fault probe ({result.stderr.strip()[-1500:]}): "
+                                     f"check the toolkit ({tool_version(nvcc)}) supports sm_{sm_arch}")
+            partial.replace(target)
+    return target
+
+
+def mapped_libraries(stem: str) -> set[str]:
+    """The files named ``stem``.so[.N...] this process has mapped (real paths)."""
+    pattern = re.compile(rf"(?:^|/){re.escape(stem)}\.so(?:\.\d+)*$")
+    with open("/proc/self/maps") as maps:
+        return {os.path.realpath(line.split()[-1]) for line in maps if pattern.search(line.split()[-1])}
+
+
+def loaded_library(stem: str, lib_dir: Path) -> ctypes.CDLL:
+    """The runtime's own copy of ``stem``.so: the one mapped already, else the build's."""
+    mapped = mapped_libraries(stem)
+    assert len(mapped) <= 1, f"two copies of {stem}.so are loaded ({sorted(mapped)}): run one runtime per process"
+    return ctypes.CDLL(mapped.pop() if mapped else str(lib_dir / f"{stem}.so"))
+
+
+# -- the bench: the runtime's producer, the probe kernel, device buffers -----------------------------
+
+class Bench:
+    """The runtime's producer (backend API table + exported calls) driving the probe kernel."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.ffi, self.lib = runtime.ffi, runtime.lib
+        self.contexts: list = []  # created, not yet destroyed
+        self._buffers: list = []
+        self.backend = self.probe = None
+
+    def open(self) -> None:
+        runtime, ffi, lib = self.runtime, self.ffi, self.lib
+        self.api = runtime.backend_api()
+        assert self.api is not None and lib.palw_cuda_llama_mmvq_backend_api_is_compatible_v1(self.api), (
+            "the CUDA registry's palw_cuda_llama_mmvq_get_backend_api_v1 table is missing or incompatible: "
+            "the runtime is not a PALW CUDA trace build; rebuild with `palw build --variant cuda`")
+        lib_dir, hook = Path(runtime.build.lib_dir), hook_dir(runtime.build)
+        header = (hook / HEADER).read_text()
+        self._ggml_cuda = loaded_library("libggml-cuda", lib_dir)
+        self._ggml_base = loaded_library("libggml-base", lib_dir)
+        self.call = {short: c_function(ffi, self._ggml_cuda, name, header_function_type(header, name))
+                     for short, name in PRODUCER_FUNCTIONS.items()}
+        ggml = {name: c_function(ffi, self._ggml_base, name, signature) for name, signature in GGML_FUNCTIONS.items()}
+        self._backend_free = ggml["ggml_backend_free"]
+        devices = [lib.ggml_backend_dev_get(i) for i in range(lib.ggml_backend_dev_count())]
+        cuda = [d for d in devices if ffi.string(lib.ggml_backend_dev_name(d)).startswith(b"CUDA")]
+        assert cuda, "no CUDA device is registered with ggml: the GPU tier needs a CUDA runtime and a GPU"
+        self.backend = ggml["ggml_backend_dev_init"](cuda[0], ffi.NULL)
+        assert self.backend != ffi.NULL, "ggml_backend_dev_init could not create a CUDA backend on this device"
+        proc = lib.ggml_backend_reg_get_proc_address(runtime.palw_backend_reg(), CAPTURE_INFO_PROC[0].encode())
+        assert proc != ffi.NULL, f"the CUDA registry has no {CAPTURE_INFO_PROC[0]} proc: not a PALW trace build"
+        self.capture_info = ffi.new("palw_cuda_producer_grouped_capture_info_v3 *")
+        status = ffi.cast(CAPTURE_INFO_PROC[1], proc)(self.backend, self.capture_info)
+        assert status_name(lib, status) == "OK", f"{CAPTURE_INFO_PROC[0]} returned {status_name(lib, status)}"
+        self._load_probe(hook)
+
+    def _load_probe(self, hook: Path) -> None:
+        ffi = self.ffi
+        runtime_cudarts = mapped_libraries("libcudart")
+        assert len(runtime_cudarts) == 1, (
+            f"the runtime maps {len(runtime_cudarts)} shared libcudart ({sorted(runtime_cudarts)}; none: a "
+            "GGML_STATIC build?): a foreign kernel can join only one shared CUDA runtime; build the runtime "
+            "with the shared cudart")
+        self._probe = ctypes.CDLL(str(build_probe(hook, int(self.capture_info.sm_arch),
+                                                  cudart=next(iter(runtime_cudarts)))))
+        loaded = mapped_libraries("libcudart")
+        assert loaded == runtime_cudarts, (
+            f"the probe brought another CUDA runtime ({sorted(loaded - runtime_cudarts)}) than the runtime's "
+            f"({sorted(runtime_cudarts)}): link the probe to the runtime's libcudart")
+        self.probe = {name.removeprefix("palw_probe_"): c_function(ffi, self._probe, name, signature)
+                      for name, signature in PROBE_FUNCTIONS.items()}
+        self.capture_entry = self.probe["capture_entry"]()
+        self.other_entry = self.probe["other_entry"]()
+        self.identity = ffi.new("palw_cuda_producer_actual_identity_v3 *")
+        self.probe["identity"](self.identity)
+        self.capture_binding = self._binding(self.capture_entry)
+        self.other_binding = self._binding(self.other_entry)
+        self.values = toy_values()
+        self.values_device = self.upload(self.values)
+        self.grouped_output = self.upload(np.zeros((HEADS, GROUPED_COLUMNS), dtype=np.float32))
+        capture_id = bytes(ffi.buffer(self.capture_info.capture_implementation_id, 32))
+        self.grouped_identity = grouped_identity(ffi, capture_id)
+        # The runtime's own cudaFuncGetAttributes must know the probe kernel (one CUDA runtime).
+        context = self.create(1)
+        status = self.prepare(context, self.capture_launch(0))
+        self.destroy_cleanly(context)
+        assert status == "OK", (f"the runtime's prepare refused the probe kernel ({status}; CUDA_ERROR: its CUDA "
+                                "runtime does not know the kernel): build the probe with the runtime's toolkit")
+
+    def _binding(self, entry):
+        binding = self.ffi.new("palw_cuda_producer_kernel_binding_v3 *")
+        error = self.probe["binding"](entry, binding)
+        assert error == 0, f"cudaFuncGetAttributes of a probe kernel failed (cudaError {error})"
+        return binding
+
+    def upload(self, array: np.ndarray):
+        data = np.ascontiguousarray(array, dtype=np.float32)
+        out = self.ffi.new("void **")
+        error = self.probe["upload"](self.ffi.from_buffer(data), data.nbytes, out)
+        assert error == 0, f"cudaMalloc/cudaMemcpy of {data.nbytes} bytes failed (cudaError {error})"
+        self._buffers.append(out[0])
+        return self.ffi.cast("float *", out[0])
+
+    # -- templates -----------------------------------------------------------------------------
+    def capture_launch(self, index: int):
+        return capture_launch(self.ffi, self.lib, index, self.identity, self.capture_binding)
+
+    def grouped_launch(self, index: int):
+        return grouped_launch(self.ffi, self.lib, index, self.grouped_identity, self.other_binding)
+
+    # -- the producer: create / inspect / destroy through the backend API -----------------------
+    def create(self, capacity: int):
+        out = self.ffi.new("palw_cuda_producer_trace_context_v3 **")
+        status = self.api.producer_create(self.backend, capacity, out)
+        assert status_name(self.lib, status) == "OK" and out[0] != self.ffi.NULL, (
+            f"producer_create({capacity}) returned {status_name(self.lib, status)}")
+        self.contexts.append(out[0])
+        return out[0]
+
+    def state(self, context) -> dict:
+        api = self.api
+        return {"count": int(api.producer_count(context)), "committed": int(api.producer_committed_count(context)),
+                "faults": fault_names(self.lib, int(api.producer_faults(context))),
+                "poisoned": int(api.producer_poisoned(context))}
+
+    def destroy_cleanly(self, context) -> None:
+        self.contexts.remove(context)
+        self.api.producer_destroy(self.backend, context)
+        error = self.probe["sticky_error"]()
+        assert error == 0, f"a CUDA error is left after producer_destroy (cudaError {error})"
+
+    # -- the producer: the exported calls, on the legacy stream ---------------------------------
+    def _status(self, value) -> str:
+        return status_name(self.lib, value)
+
+    def prepare(self, context, launch, view=None, dimensions=None, argument_count: int = 20,
+                view_index: int = 19, entry=None) -> str:
+        ffi = self.ffi
+        view = view if view is not None else ffi.new("palw_cuda_producer_device_view_v3 *")
+        return self._status(self.call["prepare"](
+            context, ffi.NULL, launch, entry if entry is not None else self.capture_entry,
+            dimensions if dimensions is not None else toy_dimensions(ffi), argument_count, view_index, view))
+
+    def launch(self, context, arguments: ToyArguments, entry=None) -> str:
+        return self._status(self.call["launch"](
+            context, self.ffi.NULL, entry if entry is not None else self.capture_entry, arguments.pointers))
+
+    def run(self, context, launch, mode: int) -> str:
+        """prepare + launch of the toy capture kernel: OK or the first refusal."""
+        status = self.prepare(context, launch)
+        return status if status != "OK" else self.launch(context, ToyArguments(self.ffi, self.values_device, mode))
+
+    def enqueue(self, context, launch) -> str:
+        return self._status(self.call["enqueue"](
+            context, self.ffi.NULL, launch, self.other_entry, work_dimensions(self.ffi), self.grouped_output,
+            GROUPED_COLUMNS, self.grouped_identity))
+
+    def finalize(self, context, records, capacity: int) -> str:
+        return self._status(self.call["finalize"](context, self.ffi.NULL, records, capacity))
+
+    # -- host records -----------------------------------------------------------------------------
+    def sentinel_records(self, count: int):
+        records = self.ffi.new("palw_cuda_trace_record_v3[]", count)
+        self.ffi.memmove(records, bytes([SENTINEL]) * self.ffi.sizeof(records), self.ffi.sizeof(records))
+        return records
+
+    def untouched(self, records, start: int = 0) -> bool:
+        size = self.ffi.sizeof("palw_cuda_trace_record_v3")
+        return set(bytes(self.ffi.buffer(records))[start * size:]) == {SENTINEL}
+
+    def encoded(self, record) -> bytes:
+        size = self.lib.PALW_CUDA_TRACE_RECORD_ENCODED_SIZE_V3
+        out = self.ffi.new("uint8_t[]", size)
+        status = self.api.encode_record(record, out, size)
+        assert self._status(status) == "OK", f"encode_record returned {self._status(status)}"
+        return bytes(self.ffi.buffer(out, size))
+
+    def expected_record(self, launch, lanes: list[int]) -> bytes:
+        """The launch's template with ``lanes`` as its sketch, canonically encoded."""
+        ffi = self.ffi
+        record = ffi.new("palw_cuda_trace_record_v3 *")
+        ffi.memmove(record, ffi.addressof(launch.semantic_template), ffi.sizeof(record[0]))
+        for lane, value in enumerate(lanes):
+            record.base.base.sketch[lane] = value
+        return self.encoded(record)
+
+    def close(self) -> None:
+        for context in list(self.contexts):
+            self.contexts.remove(context)
+            self.api.producer_destroy(self.backend, context)
+        for buffer in self._buffers:
+            self.probe["free"](buffer)
+        self._buffers.clear()
+        if self.backend is not None and self.backend != self.ffi.NULL:
+            self._backend_free(self.backend)
+
+
+@pytest.fixture(scope="module")
+def bench(palw_runtime):
+    made = Bench(palw_runtime)
+    try:
+        made.open()
+        yield made
+    finally:
+        made.close()
+
+
+# -- the cases ------------------------------------------------------------------------------------
+
+def test_clean_captures_are_committed(bench):
+    """The control of every fault case: the same launches, capturing exactly, finalize OK."""
+    ffi = bench.ffi
+    context = bench.create(4)
+    first, second = bench.capture_launch(0), bench.capture_launch(1)
+    assert bench.run(context, first, EXACT) == "OK"
+    assert bench.run(context, second, EXACT) == "OK"
+    assert bench.state(context) == {"count": 2, "committed": 0, "faults": [], "poisoned": 0}
+    records = bench.sentinel_records(4)
+    assert bench.finalize(context, records, 1) == "INVALID_ARGUMENT", "finalize accepted a capacity below count"
+    assert bench.finalize(context, records, 4) == "OK"
+    assert bench.state(context) == {"count": 2, "committed": 2, "faults": [], "poisoned": 0}
+    lanes = sketch(bench.values)
+    assert bench.encoded(ffi.addressof(records, 0)) == bench.expected_record(first, lanes)
+    assert bench.encoded(ffi.addressof(records, 1)) == bench.expected_record(second, lanes)
+    assert bench.untouched(records, start=2), "finalize wrote past its committed records"
+    bench.destroy_cleanly(context)
+
+
+# mode of the second launch: (fault bits, finalize status), native/SPEC.md sections 3-4.
+CAPTURE_FAULTS = {
+    "out_of_range": (OUT_OF_RANGE, ("CAPTURE_OUT_OF_RANGE",), "INCOMPLETE"),
+    "duplicate": (DUPLICATE, ("DUPLICATE_CAPTURE",), "INCOMPLETE"),
+    "missing": (MISSING, ("MISSING_CAPTURE",), "INCOMPLETE"),
+    # The wrong-identity element contributes nothing, so it is also missing.
+    "identity_mismatch": (WRONG_IDENTITY, ("IDENTITY_MISMATCH", "MISSING_CAPTURE"), "IDENTITY_MISMATCH"),
+}
+
+
+@pytest.mark.parametrize("fault", list(CAPTURE_FAULTS))
+def test_capture_fault_poisons(fault, bench):
+    mode, bits, status = CAPTURE_FAULTS[fault]
+    lib = bench.lib
+    want = fault_names(lib, sum(getattr(lib, f"PALW_CUDA_PRODUCER_FAULT_{bit}") for bit in bits))
+    context = bench.create(4)
+    assert bench.run(context, bench.capture_launch(0), EXACT) == "OK"
+    assert bench.run(context, bench.capture_launch(1), mode) == "OK"
+    assert bench.state(context) == {"count": 2, "committed": 0, "faults": [], "poisoned": 0}, (
+        "a device fault was known before finalize read the slots back")
+    records = bench.sentinel_records(4)
+    assert bench.finalize(context, records, 4) == status
+    poisoned = {"count": 2, "committed": 0, "faults": want, "poisoned": 1}
+    assert bench.state(context) == poisoned
+    assert bench.untouched(records), "a failed finalize wrote host records"
+    assert bench.finalize(context, records, 4) == "POISONED"
+    assert bench.run(context, bench.capture_launch(2), EXACT) == "POISONED"
+    assert bench.state(context) == poisoned, "a call refused by the poison changed the context"
+    assert bench.untouched(records)
+    bench.destroy_cleanly(context)
+
+
+def test_capacity_overflow_poisons(bench):
+    ffi = bench.ffi
+    context = bench.create(1)
+    assert bench.run(context, bench.capture_launch(0), EXACT) == "OK"
+    view = ffi.new("palw_cuda_producer_device_view_v3 *")
+    assert bench.prepare(context, bench.capture_launch(1), view) == "CAPACITY_EXCEEDED"
+    assert view.abi_version == 0, "a refused prepare handed out a capturing view"
+    poisoned = {"count": 1, "committed": 0, "faults": ["CAPACITY_OVERFLOW"], "poisoned": 1}
+    assert bench.state(context) == poisoned
+    assert bench.enqueue(context, bench.grouped_launch(1)) == "POISONED"
+    records = bench.sentinel_records(2)
+    assert bench.finalize(context, records, 2) == "POISONED"
+    assert bench.state(context) == poisoned
+    assert bench.untouched(records), "a poisoned finalize wrote host records"
+    bench.destroy_cleanly(context)
+
+
+def test_refusals_are_not_faults(bench):
+    """Refused calls leave the context as it was: no bit, no poison, no count; a clean launch commits."""
+    ffi = bench.ffi
+    context = bench.create(4)
+    launch = bench.capture_launch(0)
+    arguments = ToyArguments(ffi, bench.values_device, EXACT)
+    view = ffi.new("palw_cuda_producer_device_view_v3 *")
+    malformed = bench.capture_launch(0)
+    malformed.semantic_template.base.base.schema_version = 2
+    other_binding = bench.capture_launch(0)
+    other_binding.kernel_binding.num_regs += 1
+    other_arch = bench.capture_launch(0)
+    other_arch.kernel_binding.sm_arch += 1
+    steps = {
+        "launch_without_prepare": bench.launch(context, arguments),
+        "prepare_19_arguments": bench.prepare(context, launch, view, argument_count=19, view_index=18),
+        "prepare_malformed_template": bench.prepare(context, malformed, view),
+        "prepare_other_dimensions": bench.prepare(context, launch, view, dimensions=toy_dimensions(ffi, 64)),
+        "prepare_other_binding": bench.prepare(context, other_binding, view),
+        "prepare_other_arch": bench.prepare(context, other_arch, view),
+    }
+    assert view.abi_version == 0, "a refused prepare handed out a capturing view"
+    steps["prepare"] = bench.prepare(context, launch, view)
+    records = bench.sentinel_records(4)
+    steps["prepare_while_pending"] = bench.prepare(context, bench.capture_launch(1))
+    steps["enqueue_while_pending"] = bench.enqueue(context, bench.grouped_launch(1))
+    steps["finalize_while_pending"] = bench.finalize(context, records, 4)
+    steps["launch_other_entry"] = bench.launch(context, arguments, entry=bench.other_entry)
+    steps["launch"] = bench.launch(context, arguments)
+    steps["launch_twice"] = bench.launch(context, arguments)
+    assert steps == {
+        "launch_without_prepare": "SEQUENCE_MISMATCH", "prepare_19_arguments": "INVALID_ARGUMENT",
+        "prepare_malformed_template": "INVALID_ARGUMENT", "prepare_other_dimensions": "IDENTITY_MISMATCH",
+        "prepare_other_binding": "IDENTITY_MISMATCH", "prepare_other_arch": "IDENTITY_MISMATCH",
+        "prepare": "OK", "prepare_while_pending": "PENDING", "enqueue_while_pending": "PENDING",
+        "finalize_while_pending": "INCOMPLETE", "launch_other_entry": "IDENTITY_MISMATCH", "launch": "OK",
+        "launch_twice": "SEQUENCE_MISMATCH"}
+    assert (view.abi_version, view.record_index, view.output_rows, view.output_columns) == (
+        bench.lib.PALW_CUDA_PRODUCER_DEVICE_VIEW_ABI_VERSION_V3, 0, TOY_ROWS, TOY_COLUMNS)
+    assert view.slot != ffi.NULL and view.capture_bitmap != ffi.NULL
+    assert bytes(ffi.buffer(ffi.addressof(view.expected_identity))) == bytes(ffi.buffer(bench.identity))
+    assert arguments.pointers[19] == arguments.placeholder, "launch rewrote the caller's argument array"
+    assert bench.state(context) == {"count": 1, "committed": 0, "faults": [], "poisoned": 0}
+    assert bench.untouched(records), "a refused finalize wrote host records"
+    assert bench.finalize(context, records, 4) == "OK"
+    assert bench.state(context) == {"count": 1, "committed": 1, "faults": [], "poisoned": 0}
+    assert bench.encoded(ffi.addressof(records, 0)) == bench.expected_record(launch, sketch(bench.values))
+    bench.destroy_cleanly(context)

@@ -1,0 +1,226 @@
+"""One self-contained HTML page of a certificate, for a person to read (`palw report`).
+
+The page: verdict and reasons, failures with their assertion messages, the facts of the run,
+the 361-launch map (one cell per launch, coloured by class, marked by the outcome of the cases
+about its index) and the claims table (one row per conformance module). No network fetch:
+inline CSS, no framework, a few lines of inline script that record what the browser rendered.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import jinja2
+
+from .errors import PalwError
+from .paths import CONFORMANCE_DIR
+
+TEMPLATE = "report.html.j2"
+FAIL_COLOUR = "#c62828"  # the one failure colour: banner, failing cells, failure list
+CLASS_LABELS = {"q4_k": "Q4_K", "q6_k": "Q6_K", "attention_qk": "QK",
+                "attention_softmax": "softmax", "attention_pv": "PV"}
+# Parametrized cases about one launch index: (module, function) -> (label, stream). A V1 index
+# counts MMVQ launches only; it is mapped back to its place in the 361-launch (V2) order.
+INDEX_CASES = {
+    ("test_launch_order.py", "test_mixed_launch"): ("order", "v2"),
+    ("test_launch_order.py", "test_mmvq_launch"): ("order V1", "v1"),
+    ("test_cpu_reference.py", "test_reference_record"): ("CPU reference record", "v2"),
+    ("test_reject_index.py", "test_reject_v2"): ("reject V2", "v2"),
+    ("test_reject_index.py", "test_reject_v1"): ("reject V1", "v1"),
+    ("test_positive_trace.py", "test_v2_record"): ("record V2", "v2"),
+    ("test_positive_trace.py", "test_v1_record"): ("record V1", "v1"),
+    ("test_positive_trace.py", "test_device_sketch_equals_host_sketch"): ("device sketch", "v2"),
+    ("test_non_mutation.py", "test_association_matches_discovery"): ("association", "v2"),
+}
+FAILED = ("failed", "error", "xpassed", "xfailed")  # case outcomes of a claim that did not hold
+SMOKE_CASE = ("test_positive_trace.py", "test_fingerprint_equals_seed_smoke")
+_NODE = re.compile(r"(?:^|/)(test_\w+\.py)::(\w+)(?:\[(.*)\])?$")
+
+
+def _parse(nodeid: str):
+    match = _NODE.search(nodeid)
+    return (match.group(1), match.group(2), match.group(3)) if match else (None, None, None)
+
+
+def _outcome(case: dict) -> str:
+    """passed | failed | skipped (skipped, or started and never finished)."""
+    outcome = case.get("outcome")
+    return "failed" if outcome in FAILED else "passed" if outcome == "passed" else "skipped"
+
+
+def _launch_table(model: dict | None):
+    """The suite's own launch table for the certificate's model widths (else full topology)."""
+    from .fixtures.launch_table import expected_launches
+    from .fixtures.profiles import PROFILES
+    from .profile import ModelProfile
+
+    profile = PROFILES["full"]
+    fields = (model or {}).get("profile") or {}
+    if all(fields.get(name) for name in ("n_embd", "n_ff", "n_vocab")):
+        names = ("architecture", "n_layer", "n_head", "n_head_kv", "head_dim", "file_type",
+                 "n_embd", "n_ff", "n_vocab")
+        profile = ModelProfile(Path(model.get("path") or "model.gguf"),
+                               **{name: fields.get(name) for name in names}).table_profile()
+    return expected_launches(profile)
+
+
+def launch_cells(document: dict) -> list[dict]:
+    """One cell per expected launch: class, layer, tensor, outcome and the cases behind it."""
+    launches = _launch_table(document.get("model"))
+    mmvq = [launch.index for launch in launches if not launch.klass.startswith("attention")]
+    by_index: dict[int, dict[str, str]] = {launch.index: {} for launch in launches}
+    for case in document.get("cases", []):
+        module, function, param = _parse(case["nodeid"])
+        kind = INDEX_CASES.get((module, function))
+        if kind is None or not (param or "").isdigit():
+            continue
+        label, stream = kind
+        index = int(param) if stream == "v2" else (mmvq[int(param)] if int(param) < len(mmvq) else None)
+        if index in by_index:
+            by_index[index][label] = _outcome(case)
+    cells = []
+    for launch in launches:
+        wanted = [label for label, stream in INDEX_CASES.values()
+                  if stream == "v2" or launch.index in mmvq]
+        results = {label: by_index[launch.index].get(label, "not run") for label in wanted}
+        outcomes = set(results.values())
+        outcome = ("failed" if "failed" in outcomes else "passed" if outcomes == {"passed"} else "not-run")
+        layer = "output head" if launch.layer is None else f"layer {launch.layer}"
+        tensor = launch.weight or launch.node
+        lines = [f"#{launch.index} · {CLASS_LABELS[launch.klass]} · {layer} · {tensor}"]
+        lines += [f"{label}: {result.replace('skipped', 'not run')}" for label, result in results.items()]
+        cells.append({"index": launch.index, "klass": launch.klass, "layer": launch.layer,
+                      "role": launch.role, "tensor": tensor, "outcome": outcome, "title": "\n".join(lines)})
+    return cells
+
+
+def module_claims(document: dict) -> list[dict]:
+    """One row per conformance module: its claim (docstring, read now) and its case counts."""
+    counts: dict[str, Counter] = {}
+    for case in document.get("cases", []):
+        module = _parse(case["nodeid"])[0] or case["nodeid"].split("::")[0].rsplit("/", 1)[-1]
+        counts.setdefault(module, Counter())[_outcome(case)] += 1
+    paths = {path.name: path for path in sorted(CONFORMANCE_DIR.glob("test_*.py"))}
+    rows = []
+    for module in sorted(set(paths) | set(counts)):
+        scope, claim = _claim(paths[module]) if module in paths else (None, "(not in the installed suite)")
+        tally = counts.get(module, Counter())
+        rows.append({"module": module, "scope": scope, "claim": claim, "passed": tally["passed"],
+                     "failed": tally["failed"], "skipped": tally["skipped"],
+                     "status": "failed" if tally["failed"] else
+                               "passed" if tally["passed"] and not tally["skipped"] else
+                               "partial" if tally["passed"] else "not-run"})
+    return rows
+
+
+def _claim(path: Path) -> tuple[str | None, str]:
+    docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+    paragraph = " ".join(docstring.split("\n\n")[0].split())
+    match = re.match(r"Claim(?:\s*\(([^)]*)\))?:\s*", paragraph)
+    text = paragraph[match.end():] if match else paragraph
+    sentence = re.split(r"(?<=\.)\s+(?=[A-Z])", text)[0]  # the claim's first sentence
+    return (match.group(1) if match else None), sentence or "(no claim in the module docstring)"
+
+
+def smoke_agreement(document: dict) -> str:
+    """"plugin v2 fingerprint == seed smoke fingerprint: yes/no", or why it was not compared."""
+    fingerprints = document.get("fingerprints") or {}
+    smoke = fingerprints.get("seed_smoke_v2") or fingerprints.get("smoke")
+    case = next((c for c in document.get("cases", []) if _parse(c["nodeid"])[:2] == SMOKE_CASE), None)
+    if smoke and fingerprints.get("v2"):
+        return f"plugin v2 fingerprint == seed smoke fingerprint: {'yes' if smoke == fingerprints['v2'] else 'no'}"
+    if case is not None and _outcome(case) == "failed":
+        return f"plugin v2 fingerprint == seed smoke fingerprint: no ({case.get('reason') or 'the case failed'})"
+    why = f" ({case['reason']})" if case is not None and case.get("reason") else ""
+    return f"seed smoke not compared in this run{why}"
+
+
+def _runtime_facts(document: dict) -> list[tuple[str, object]]:
+    """What the runtime was built from: newer certificates say it directly, older ones in the manifest."""
+    runtime = document.get("runtime") or {}
+    manifest = runtime.get("manifest") or {}
+    inputs = manifest.get("inputs") or {}
+    applied = runtime.get("patches_applied") or {}
+    pin = document.get("pinned_cc")
+    sdist = inputs.get("sdist") or {}
+    overlays = runtime.get("overlays") or applied.get("overlays") or [
+        Path(item.get("path", "?")).name for item in inputs.get("overlays") or []]
+    cxx = runtime.get("cxx_runtime") or manifest.get("cxx_runtime") or {}
+    cxx_ok = cxx.get("ok", runtime.get("cxx_runtime_ok")) if isinstance(cxx, dict) else cxx
+    facts = [("variant", runtime.get("variant")),
+             ("pinned cc", pin if pin is not None else "none (not a CUDA runtime)"),
+             ("pin", runtime.get("pin")), ("chosen by", runtime.get("chosen_by")),
+             ("CUDA trace procs", {True: "present", False: "absent"}.get(runtime.get("has_cuda_trace"))),
+             ("cuda arch", manifest.get("cuda_arch")),
+             ("llama.cpp", sdist and f"{sdist.get('name')} {sdist.get('version')} sdist"),
+             ("seed patch", applied.get("seed_patch") or (inputs.get("seed_patch") or {}).get("sha256")),
+             ("overlays", overlays or ("none" if runtime or manifest else None)),
+             ("native producer", (inputs.get("native") or {}).get("sha256")),
+             ("toolchain", {name: version for name, version in
+                            (runtime.get("toolchain") or manifest.get("tools") or {}).items() if version}),
+             ("C++ runtime", {True: "ok", False: "NOT ok"}.get(cxx_ok, cxx_ok)),
+             ("library", runtime.get("lib_dir")), ("build key", manifest.get("key")),
+             ("built", manifest.get("created"))]
+    return [(name, value) for name, value in facts if value not in (None, "", [], {})]
+
+
+def _fact(value) -> str:
+    if isinstance(value, dict):
+        return "\n".join(f"{key}: {_fact(item)}" for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fact(item) for item in value) or "none"
+    return str(value)
+
+
+def _columns(cells: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The map's columns in launch order: one per layer, then the output head."""
+    columns: dict = {}
+    for cell in cells:
+        columns.setdefault(cell["layer"], []).append(cell)
+    return [("out" if layer is None else str(layer), column) for layer, column in columns.items()]
+
+
+def render(document: dict) -> str:
+    """The HTML page of one certificate document (as written by `palw certify`)."""
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("pytest_palw", "templates"),
+                                     autoescape=True, trim_blocks=True, lstrip_blocks=True,
+                                     undefined=jinja2.ChainableUndefined)
+    environment.filters["fact"] = _fact
+    environment.filters["message"] = lambda reason: re.sub(r"^E\s+", "", reason or "") or "no message recorded"
+    cases = document.get("cases", [])
+    cells = launch_cells(document)
+    skipped = Counter(case.get("reason") or "no reason given" for case in cases if case["outcome"] == "skipped")
+    model = document.get("model") or {}
+    return environment.get_template(TEMPLATE).render(
+        doc=document, verdict=document["verdict"], summary=document.get("summary") or {},
+        failures=[case for case in cases if _outcome(case) == "failed"],
+        tally=Counter(_outcome(case) for case in cases),
+        runtime_facts=_runtime_facts(document), device=document.get("device") or {},
+        model=model, profile=model.get("profile") or {},
+        fingerprints={k: v for k, v in (document.get("fingerprints") or {}).items() if not k.startswith("_")},
+        smoke=smoke_agreement(document), notes=document.get("notes") or {},
+        cells=cells, roles=[c["role"] for c in cells if c["layer"] == 0], columns=_columns(cells),
+        class_labels=CLASS_LABELS, class_counts=Counter(c["klass"] for c in cells),
+        outcome_counts=Counter(c["outcome"] for c in cells),
+        claims=module_claims(document), skipped=skipped.most_common(), fail_colour=FAIL_COLOUR)
+
+
+def write_report(cert_path, out_path=None) -> Path:
+    """Render the certificate at ``cert_path``; write ``<cert stem>.html`` beside it by default."""
+    cert_path = Path(cert_path)
+    try:
+        document = json.loads(cert_path.read_text())
+    except (OSError, ValueError) as error:
+        raise PalwError(f"cannot read the certificate {cert_path} ({error}): pass the JSON file "
+                        "`palw certify` wrote (--certificate)") from None
+    if not isinstance(document, dict) or document.get("schema") != "pytest-palw.certificate":
+        raise PalwError(f"{cert_path} is not a pytest-palw certificate (no \"schema\": "
+                        "\"pytest-palw.certificate\"): pass the JSON file `palw certify` wrote")
+    out = Path(out_path) if out_path else cert_path.with_suffix(".html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(document), encoding="utf-8")
+    return out
