@@ -5,7 +5,7 @@
 # plus the acceptance evidence around them (seed smoke fingerprints, goldens, benchmarks).
 # No LD_PRELOAD, no --lib, the image's own CC/CXX/CUDAHOSTCXX (static-libstdc++ wrappers there).
 #
-#   carry: .carry (whl/ wheels, palw-source.tar.gz)
+#   carry: .carry (whl/ wheels, palw-source.tar.gz; optionally build/ parts from pack_build)
 #   run:   bash benchmarks/device_session.sh [STEP...]   (default: every step, in order)
 #
 # Each step is time-boxed and logged; a failing step does not stop the later ones, so one call
@@ -38,9 +38,13 @@ setup() {
   python3 -m pip install -q --no-deps --no-build-isolation --no-index --break-system-packages -e . \
       || return 1
   nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader
-  echo "CC=${CC-} CXX=${CXX-} CUDAHOSTCXX=${CUDAHOSTCXX-}"; command -v palw python3
+  echo "CC=${CC-} CXX=${CXX-} CUDAHOSTCXX=${CUDAHOSTCXX-}"; command -v palw python3 nvcc
+  PYTHONPATH=/tmp/site python3 -c "import pytest, xdist, syrupy; print('pytest', pytest.__version__, 'xdist', xdist.__version__)"
 }
 build() {  # the README's command; the archive stands in for the PyPI download (no network)
+  if [ -d .carry/build ]; then  # a build an earlier call packed (pack_build): then this is a cache hit
+    cat .carry/build/palw-build.tgz.* | tar xzf - -C / || return 1
+  fi
   palw build --variant cuda --source .carry/palw-source.tar.gz --print-manifest
 }
 structure() {  # what the build's C++ runtime check recorded, and the raw facts behind it
@@ -79,6 +83,13 @@ certify() {  # the README's certification command, timed; the certificate comes 
       --certificate "$RES/certificate.json" -- -p no:cacheprovider; local rc=$?
   echo "palw certify: rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"; return $rc
 }
+pack_build() {  # the finished build (no objects), in 15 MB parts: a later call can carry it back
+  local key; key=$(basename "$(dirname "$MANIFEST")")
+  tar czf /tmp/palw-build.tgz --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles' \
+      -C / "root/.cache/pytest-palw/builds/$key" root/.cache/pytest-palw/sources
+  mkdir -p "$OUT/build" && split -b 15M /tmp/palw-build.tgz "$OUT/build/palw-build.tgz."
+  ls -la "$OUT/build"
+}
 bench_certify() {
   python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-12,4}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
@@ -86,7 +97,7 @@ bench_certify() {
 
 command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
-export -f setup build structure smoke smoke_acceptance goldens new_cases bench_decode certify bench_certify
+export -f elapsed setup build structure smoke smoke_acceptance goldens new_cases bench_decode certify pack_build bench_certify
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -102,10 +113,11 @@ DIGEST=$(sha256sum "$LIBDIR/libggml-cuda.so" | cut -c1-64)  # the plugin hashes 
 export MANIFEST LIBDIR MODEL SMOKE DIGEST
 log "manifest=$MANIFEST model=$MODEL digest=$DIGEST"
 step structure 30 structure
+step new_cases 150 new_cases
+step certify 400 certify
+step pack_build 60 pack_build
 step smoke 60 smoke_acceptance
 step goldens 120 goldens
-step new_cases 150 new_cases
 step bench_decode 90 bench_decode
-step certify 400 certify
 step bench_certify 400 bench_certify
 log "done"; pack

@@ -39,12 +39,13 @@ class PalwSession:
         self.device_assignment: str | None = None
         self.used = False
         self.deselected = 0  # conformance cases this process's collection deselected
-        self.runtime_line: str | None = None  # how the runtime was chosen, when not named
         # Wall-clock moments of this process (benchmarks/bench_certify.py draws the timeline).
         self.timeline: dict[str, float] = {"process_start": process_start_time(), "configured": time.time()}
-        # The controller's choice, handed to xdist workers so that every process runs the same build.
-        self.chosen_manifest = (config.workerinput.get("palw_manifest")
-                                if hasattr(config, "workerinput") else None)
+        # The runtime the controller chose, and why, handed to xdist workers (configure_node):
+        # every process runs the same build.
+        given = getattr(config, "workerinput", {})
+        self.chosen_manifest: str | None = given.get("palw_manifest")
+        self.runtime_line: str | None = given.get("palw_runtime_line")
 
     # -- configuration -------------------------------------------------------------
     def option(self, dest: str) -> str | None:
@@ -125,6 +126,7 @@ class PalwSession:
         """Under xdist: every worker runs the build the controller chose (and announced)."""
         if "build" in self.__dict__ and self.build.manifest_path:
             workerinput["palw_manifest"] = str(self.build.manifest_path)
+            workerinput["palw_runtime_line"] = self.runtime_line
 
     # -- lazy runtime objects (per process) -------------------------------------------
     @cached_property
