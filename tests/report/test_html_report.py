@@ -221,3 +221,37 @@ def test_palw_report_refuses_a_file_that_is_no_certificate_in_one_line(tmp_path,
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "is not a pytest-palw certificate" in error and "palw certify" in error
     assert not (tmp_path / "manifest.html").exists()
+
+
+@needs_chromium
+def test_the_real_h200_certificate(tmp_path):
+    """The certificate `palw certify --model profile:full -n 8 --require-certified` wrote on the
+    lent H200 (2026-12-03), unedited: what a reader of a real GPU certification sees."""
+    import gzip
+
+    document = json.loads(gzip.decompress((CPU_CERTIFICATE.with_name("h200-certificate.json.gz")).read_bytes()))
+    validate(document)
+    page = browse(document, tmp_path, "report-h200")
+    assert page.said("verdict").startswith("PALW runtime certificate CERTIFIED")
+    cells = page.cells
+    assert len(cells) == 361 and Counter(cell["data-class"] for cell in cells) == CLASS_COUNTS
+    assert Counter(cell["data-outcome"] for cell in cells) == {"passed": 361}
+    assert "plugin v2 fingerprint == seed smoke fingerprint: yes" in page.said("smoke")
+    assert int(page.body["data-scroll-width"]) <= 1280, "the page scrolls sideways at 1280 px"
+
+
+@needs_chromium
+def test_the_page_prints_on_a4(tmp_path):
+    """Chromium's own print to PDF: every page is A4 (595 x 842 pt)."""
+    import re
+
+    page = tmp_path / "report.html"
+    page.write_text(render(gpu_document()))
+    pdf = tmp_path / "report.pdf"
+    result = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                             f"--user-data-dir={tmp_path / 'chromium-profile'}", "--no-pdf-header-footer",
+                             f"--print-to-pdf={pdf}", page.as_uri()], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and pdf.is_file(), result.stderr[-1500:]
+    boxes = re.findall(rb"MediaBox \[0 0 ([\d.]+) ([\d.]+)\]", pdf.read_bytes())
+    assert boxes and all(abs(float(w) - 595.3) < 1 and abs(float(h) - 841.9) < 1 for w, h in boxes), boxes
