@@ -4,6 +4,7 @@ bad options and a stuck load each give an honest, one-line answer."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +69,7 @@ def test_an_interrupted_run_counts_as_pytest_does(pytester, tmp_path, monkeypatc
     """Ctrl-C inside a case: the case's setup passed, its call never finished. pytest counts it
     nowhere; neither may the certificate, and the verdict says the run was interrupted."""
     pytester.makepyfile(palw_interrupter=INTERRUPTER)
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
     certificate = tmp_path / "cert.json"
     result = pytester.runpytest_subprocess(str(CONFORMANCE_DIR / "test_class_counts.py"), "-p",
                                            "palw_interrupter", "-p", "no:cacheprovider",
