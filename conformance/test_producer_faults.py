@@ -27,17 +27,16 @@ launch it through the runtime's producer, as mul_mat_vec_q is launched. No model
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import hashlib
 import os
 import re
 import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pytest_palw.build.lock import exclusive
 from pytest_palw.build.toolchain import find_tool, tool_version
 from pytest_palw.names import status_name
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, cache_dir
@@ -381,16 +380,6 @@ class ToyArguments:
 
 # -- the probe library: built once per (runtime hook, nvcc, arch) -----------------------------------
 
-@contextmanager
-def _locked(path: Path):
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def hook_dir(build) -> Path:
     """Where the header and device hook the runtime was built with are (digests per manifest)."""
     recorded = build.manifest.get("inputs", {}).get("native", {}).get("files", {})
@@ -429,7 +418,7 @@ def build_probe(hook: Path, sm_arch: int, nvcc: Path | None = None, cudart: str 
     key = hashlib.sha256(repr((PROBE_SOURCE, (hook / HEADER).read_bytes(), (hook / HOOK).read_bytes(),
                                command, tool_version(nvcc))).encode()).hexdigest()[:16]
     target = cache_dir("probes") / f"palw-fault-probe-{key}.so"
-    with _locked(target.with_suffix(".lock")):
+    with exclusive(target.with_suffix(".lock"), what="building the fault probe"):
         if not target.is_file():
             source, partial = target.with_suffix(".cu"), target.with_suffix(".partial.so")
             source.write_text(PROBE_SOURCE)
