@@ -9,6 +9,14 @@ from pytest_palw.fixtures.launch_table import expected_launches, expected_mmvq_l
 STREAMS = {"v2": 361, "v1": 253}
 
 
+def pytest_configure(config):
+    """The goldens of every profile and device class sit side by side (fixtures/goldens/): a run
+    checks its own, the others stay unused by design. Set here, with the suite, so that an
+    installed suite (no pyproject.toml addopts) does not fail on them either."""
+    if hasattr(config.option, "warn_unused_snapshots"):  # syrupy's --snapshot-warn-unused
+        config.option.warn_unused_snapshots = True
+
+
 @pytest.fixture(scope="session")
 def lib(palw_runtime):
     """The PALW ABI's constants and functions (cffi, from the header)."""

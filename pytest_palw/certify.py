@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .paths import CONFORMANCE_DIR
+from .paths import CONFORMANCE_DIR, PACKAGE_DIR
 
 
 def register(subparsers) -> None:
@@ -28,6 +28,12 @@ def run(args) -> int:
     import pytest
 
     argv = [str(CONFORMANCE_DIR), f"--palw-certificate={args.certificate}", "-q"]
+    if CONFORMANCE_DIR.parent == PACKAGE_DIR:
+        # The installed suite (site-packages/pytest_palw/conformance): case ids as a checkout's
+        # (conformance/test_*.py::...) from any directory; pytest's cache here, not in site-packages.
+        argv.append(f"--rootdir={PACKAGE_DIR}")
+        if not any("no:cacheprovider" in arg for arg in args.pytest_args):
+            argv += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
     if args.model:
         argv.append(f"--palw-model={args.model}")
     if args.lib:

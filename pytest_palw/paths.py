@@ -1,21 +1,57 @@
-"""Where the project's assets and the user's caches live."""
+"""Where the project's assets and the user's caches live: the one place that says so.
+
+Each asset directory is a package of the distribution, mapped from the repository's top-level
+directory by pyproject.toml (``[tool.setuptools.package-dir]``):
+
+================================  ================  ===========================================
+asset                             in the checkout   installed from a wheel (site-packages/...)
+================================  ================  ===========================================
+the conformance suite             ``conformance/``  ``pytest_palw/conformance/``
+seed patch, ``overlays/``         ``patches/``      ``pytest_palw/patches/``
+native runtime, ``SPEC.md``       ``native/``       ``pytest_palw/native/``
+recipes, launch table, goldens    ``fixtures/``     ``pytest_palw/fixtures/``
+================================  ================  ===========================================
+
+An asset is found where Python imports its package from: a wheel installs it inside
+``pytest_palw``, an editable install maps it to the checkout. When the package is not importable
+under that name (an editable install made before the mapping existed, ``native``/``patches``
+in some editable modes), the checkout's top-level directory is the answer.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
 import platformdirs
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PATCHES_DIR = PROJECT_ROOT / "patches"
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The checkout root of an editable install; in a wheel install the directory holding the
+# pytest_palw package (site-packages), where no asset is: use the *_DIR names below.
+PROJECT_ROOT = PACKAGE_DIR.parent
+
+
+def _asset_dir(package: str, checkout_name: str) -> Path:
+    """The directory of ``pytest_palw.<package>`` as installed, else ``<checkout>/<checkout_name>``."""
+    try:  # finds, never imports the package itself (only pytest_palw, already importing)
+        spec = importlib.util.find_spec(f"{__package__}.{package}")
+    except (ImportError, ValueError):
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if Path(location).is_dir():
+            return Path(location).resolve()
+    return PROJECT_ROOT / checkout_name
+
+
+CONFORMANCE_DIR = _asset_dir("conformance", "conformance")
+PATCHES_DIR = _asset_dir("patches", "patches")
 SEED_PATCH = PATCHES_DIR / "llama.cpp-palw-full.patch"
 OVERLAYS_DIR = PATCHES_DIR / "overlays"
-NATIVE_DIR = PROJECT_ROOT / "native"
+NATIVE_DIR = _asset_dir("native", "native")
 # The directory the seed patch calls runtime-palw/cuda (PALW_CUDA_RUNTIME_DIR).
 NATIVE_RUNTIME_DIR = NATIVE_DIR / "runtime-palw" / "cuda"
-FIXTURES_DIR = PROJECT_ROOT / "fixtures"
-CONFORMANCE_DIR = PROJECT_ROOT / "conformance"
+FIXTURES_DIR = _asset_dir("fixtures", "fixtures")
 
 
 def cache_root() -> Path:

@@ -102,8 +102,8 @@ def pytest_sessionfinish(session, exitstatus):
     palw.certificate.finished = time.time()
     # Under xdist the workers collect and deselect (each the same cases): the first count holds.
     palw.certificate.partial_run = partial_run_reasons(
-        session.config.args, palw.certificate.facts.get("deselected", 0), palw.certificate.cases
-    ) + golden_recording_reasons(session.config)
+        session.config.args, palw.certificate.facts.get("deselected", 0), palw.certificate.cases,
+        palw.ran_files) + golden_recording_reasons(session.config)
     palw.certificate.interrupted = palw.stop_reason(session, exitstatus)
     path = palw.option("palw_certificate")
     if path and palw.certificate.cases:

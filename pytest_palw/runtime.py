@@ -45,7 +45,7 @@ class RuntimeBuild:
             return cls(
                 lib_dir=Path(data["outputs"]["lib_dir"]),
                 source_dir=Path(data["source_dir"]),
-                runtime_dir=Path(data["inputs"]["native"]["path"]),
+                runtime_dir=recorded_runtime_dir(data["inputs"]["native"]),
                 binding_python_path=Path(data["binding_python_path"]) if data.get("binding_python_path") else None,
                 variant=data["variant"],
                 pinned_cc=data.get("pinned_cc"),
@@ -68,6 +68,23 @@ class RuntimeBuild:
         raise RuntimeLibraryError(
             f"no {MANIFEST_NAME} at or above {location}: --palw-lib must name a `palw build` "
             "output (run `palw build`, or `palw build --print-manifest` to see where it is)")
+
+
+def recorded_runtime_dir(native: dict) -> Path:
+    """The native runtime (runtime-palw/cuda) a build was compiled with, as its manifest records it.
+
+    A build is cached by content, so another installation with the same sources (a wheel
+    install, another clone) reuses it. When the recorded directory is gone (the clone it was
+    built from was removed), this installation's own copy stands in if its digest is the one
+    recorded; otherwise the recorded path stays, and what reads it says it is missing.
+    """
+    recorded = Path(native["path"])
+    if recorded.is_dir() or not native.get("sha256"):
+        return recorded
+    from .build.plan import native_runtime
+
+    installed = native_runtime()
+    return installed.path if installed.sha256 == native["sha256"] else recorded
 
 
 class LogSink:

@@ -6,7 +6,9 @@ each leaves cases of the suite unrun, and an unrun claim is not a certified one.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterable
+from pathlib import Path
 
 from .paths import CONFORMANCE_DIR
 
@@ -20,8 +22,29 @@ def in_suite(path) -> bool:
     return CONFORMANCE_DIR in path.resolve().parents
 
 
-def partial_run_reasons(args: Iterable[str], deselected: int, ran_nodeids: Iterable[str]) -> list[str]:
-    """Why this run does not cover the whole suite; empty when it does."""
+def argument_path(arg: str, invocation_dir, pyargs: bool = False) -> Path:
+    """The file or directory a pytest argument names: a path (a node id without its ``::`` part),
+    or with --pyargs a module (``pytest_palw.conformance`` is the installed suite)."""
+    name = arg.split("::")[0]
+    if pyargs:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError, AttributeError):
+            spec = None
+        if spec is not None:
+            locations = list(spec.submodule_search_locations or [])
+            if locations or spec.origin:
+                return Path(locations[0] if locations else spec.origin).resolve()
+    return (Path(invocation_dir) / name).resolve()
+
+
+def partial_run_reasons(args: Iterable[str], deselected: int, ran_nodeids: Iterable[str],
+                        ran_files: Iterable[str] = ()) -> list[str]:
+    """Why this run does not cover the whole suite; empty when it does.
+
+    ``ran_files``: the reports' file locations. A node id can lack its file: pytest names the
+    cases of a module given as ``--pyargs pytest_palw.conformance.test_x`` ``::test_...``.
+    """
     reasons = []
     if deselected:
         reasons.append(f"partial run: {deselected} conformance case(s) deselected (-k, -m, "
@@ -30,6 +53,7 @@ def partial_run_reasons(args: Iterable[str], deselected: int, ran_nodeids: Itera
     if by_id:
         reasons.append(f"partial run: cases chosen by node id ({by_id[0]}): run the whole suite to certify")
     ran_modules = {nodeid.split("::", 1)[0].rsplit("/", 1)[-1] for nodeid in ran_nodeids}
+    ran_modules |= {Path(path).name for path in ran_files}
     modules = conformance_modules()
     missing = sorted(modules - ran_modules)
     if missing and ran_modules & modules:

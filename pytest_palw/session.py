@@ -24,6 +24,7 @@ from .load_probe import probe_model_load
 from .paths import CONFORMANCE_DIR
 from .profile import check_profile
 from .runtime import Model, Runtime, RuntimeBuild
+from .selection import argument_path
 
 TIERS = ("cpu", "gpu", "pinned", "metal")
 
@@ -39,6 +40,7 @@ class PalwSession:
         self.device_assignment: str | None = None
         self.used = False
         self.deselected = 0  # conformance cases this process's collection deselected
+        self.ran_files: set[str] = set()  # the reported cases' files (report.location)
         # Wall-clock moments of this process (benchmarks/bench_certify.py draws the timeline).
         self.timeline: dict[str, float] = {"process_start": process_start_time(), "configured": time.time()}
         # The runtime the controller chose, and why, handed to xdist workers (configure_node):
@@ -58,7 +60,7 @@ class PalwSession:
         args = self.config.args or []
         root = Path(self.config.rootpath)
         for arg in args:
-            target = (Path(self.config.invocation_params.dir) / arg.split("::")[0]).resolve()
+            target = argument_path(arg, self.config.invocation_params.dir, self.config.option.pyargs)
             if target == CONFORMANCE_DIR or CONFORMANCE_DIR in target.parents or target in CONFORMANCE_DIR.parents:
                 return True
         return not args and root == CONFORMANCE_DIR.parent
@@ -251,6 +253,7 @@ class PalwSession:
                 self.certificate.started = time.time()
             category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
             self.certificate.record(report, tier, category)
+            self.ran_files.add(report.location[0])
 
     def discard_old_certificate(self) -> None:
         """A certificate file on disk speaks for the run that wrote it: an older one must not
