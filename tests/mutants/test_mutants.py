@@ -1,16 +1,22 @@
-"""The suite fails on broken runtimes: every mutant's anchor exists, and the CPU mutants are killed.
+"""The suite fails on broken runtimes and fixtures: every mutant's anchor exists, the judging rules
+hold, and the CPU mutants are killed by the CPU tier.
 
 The GPU mutants (`palw mutants --tier gpu`) rebuild a CUDA runtime and need the device; here we
 check that each still applies to the sources it mutates, so a drifting runtime is noticed.
 """
 
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from pytest_palw.mutants import MUTANTS
-from pytest_palw.paths import NATIVE_RUNTIME_DIR, SEED_PATCH
+from pytest_palw.mutants import MUTANTS, Mutant, TierRun, cpu_copy, judge, score
+from pytest_palw.paths import FIXTURES_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
+
+ROOTS = {"native": NATIVE_RUNTIME_DIR, "fixtures": FIXTURES_DIR}
 
 
 def _patched_lines(path: str) -> str:
@@ -26,18 +32,80 @@ def _patched_lines(path: str) -> str:
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_anchor_occurs_once(mutant):
-    text = (NATIVE_RUNTIME_DIR / mutant.path).read_text() if mutant.root == "native" else _patched_lines(mutant.path)
+    text = _patched_lines(mutant.path) if mutant.root == "source" else (ROOTS[mutant.root] / mutant.path).read_text()
     assert text.count(mutant.old) == 1, f"{mutant.name}: anchor not unique in {mutant.path}"
-    assert mutant.old != mutant.new and mutant.must_fail
+    assert mutant.old != mutant.new and mutant.tier in ("cpu", "gpu")
+
+
+def test_every_cpu_protection_has_a_mutant():
+    """Issue 13's CPU-checkable protections: host codec, generator rule, loader fixes, refusals."""
+    cpu = [m for m in MUTANTS if m.tier == "cpu"]
+    assert {m.root for m in cpu} == {"native", "fixtures", "source"}
+    assert any(m.root == "fixtures" and m.path == "profiles.py" for m in cpu)
+    # the refusal a CPU runtime gives a valid request (no backend exposes the PALW procs)
+    assert any(m.path == "src/llama-context.cpp" and "get_api_fn == nullptr" in m.old for m in cpu)
+
+
+def _mutant(name="m"):
+    return Mutant("cpu", name, "breaks", "native", "x", "a", "b")
+
+
+def _run(returncode, failed, label="run"):
+    return TierRun(label, 1.0, returncode, failed, Path("/dev/null"), "last line")
+
+
+def test_only_new_failures_kill():
+    baseline = _run(1, {"conformance/test_a.py::test_flaky"})
+    assert judge(_mutant(), _run(1, {"conformance/test_a.py::test_flaky"}), baseline, 1)["verdict"] == "survived"
+    killed = judge(_mutant(), _run(1, {"conformance/test_a.py::test_flaky", "tests/x.py::test_b"}), baseline, 1)
+    assert (killed["verdict"], killed["new_failures"]) == ("killed", ["tests/x.py::test_b"])
+
+
+def test_a_timeout_is_inconclusive_not_killed():
+    result = judge(_mutant(), _run(None, None), _run(0, set()), 1)
+    assert result["verdict"] == "inconclusive" and result["new_failures"] == []
+
+
+def test_a_session_that_stops_kills():
+    result = judge(_mutant(), _run(4, set()), _run(0, set()), 1)
+    assert result["verdict"] == "killed" and "exit code 4" in result["new_failures"][0]
+
+
+def test_score_leaves_inconclusive_out():
+    results = [{"verdict": v} for v in ("killed", "killed", "survived", "inconclusive")]
+    assert score(results, "cpu") == {"tier": "cpu", "total": 4, "killed": 2, "survived": 1, "inconclusive": 1,
+                                     "score": round(2 / 3, 4)}
+
+
+def test_a_fixtures_mutant_is_what_the_run_imports(tmp_path):
+    """The tier's processes import the mutated copy of fixtures/ and cache models privately."""
+    mutant = next(m for m in MUTANTS if m.root == "fixtures")
+    probe = ("import palw_mutant_fixtures, inspect\n"
+             "from pytest_palw.fixtures import model_cache, profiles\n"
+             f"print({mutant.new!r} in inspect.getsource(profiles), model_cache.models_dir())\n")
+    with cpu_copy(mutant, dict(os.environ), []) as (env, options):
+        assert options == ["-p", "palw_mutant_fixtures"]
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.split() == ["True", env["PALW_MUTANT_MODELS"]]
+    assert mutant.old in (FIXTURES_DIR / mutant.path).read_text()  # ours untouched
 
 
 def test_cpu_mutants_are_killed(tmp_path):
+    verdicts = tmp_path / "verdicts.json"
     result = subprocess.run([sys.executable, "-m", "pytest_palw.cli", "mutants", "--tier", "cpu",
-                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=1200)
-    cpu = [m for m in MUTANTS if m.tier == "cpu"]
-    assert f"{len(cpu)} of {len(cpu)} cpu mutants killed" in result.stdout, result.stdout + result.stderr[-3000:]
-    assert result.returncode == 0
-    assert {m.root for m in cpu} == {"native", "source"}  # the host codec and the patched tree
+                             "--out", str(tmp_path), "--json", str(verdicts)],
+                            capture_output=True, text=True, timeout=2400)
+    assert verdicts.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(verdicts.read_text())
+    cpu = [m.name for m in MUTANTS if m.tier == "cpu"]
+    by_name = {r["mutant"]: r for r in report["mutants"]}
+    assert sorted(by_name) == sorted(cpu)
+    assert {name: r["verdict"] for name, r in by_name.items()} == dict.fromkeys(cpu, "killed"), result.stdout[-4000:]
+    assert result.returncode == 0 and "cpu mutation score" in result.stdout
+    # The generator's rule is caught by the independent oracle, not only by cases sharing the rule.
+    rule = next(m.name for m in MUTANTS if m.root == "fixtures" and m.path == "profiles.py")
+    assert any(case.startswith("tests/fixtures/test_q4_k_m_oracle.py::") for case in by_name[rule]["new_failures"])
     # Afterwards the private build is the unmutated runtime again: the loader cases pass.
     from pytest_palw.build import api
     from pytest_palw.paths import CONFORMANCE_DIR, cache_dir

@@ -1,5 +1,7 @@
 """The pre-session load probe: a runtime that kills Python while loading stops the session in one line."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,13 +22,17 @@ def test_a_clean_exit_or_ordinary_error_is_left_to_the_in_process_load(returncod
 
 
 def test_the_real_cpu_runtime_loads_the_tiny_model():
+    """The probe's child itself: it must load the model and exit 0 (a failed load exits 1, which
+    probe_model_load leaves to the in-process load, so calling that alone would pass)."""
     from pytest_palw.build import api
     from pytest_palw.fixtures.models import ensure_model
 
     manifest = api.find_manifest(variant="cpu")
     if manifest is None:
         pytest.skip("no CPU runtime built yet: run `palw build`")
-    probe_model_load(manifest.path, ensure_model("tiny"))  # raises on a crash
+    result = subprocess.run([sys.executable, "-m", "pytest_palw.load_probe", str(manifest.path),
+                             str(ensure_model("tiny"))], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"the probe child could not load the tiny model:\n{result.stderr[-3000:]}"
 
 
 def test_a_missing_model_is_not_mistaken_for_a_crash(tmp_path):
