@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jinja2
 
+from .certificate import SCHEMA_NAME
 from .errors import PalwError
 from .paths import CONFORMANCE_DIR
 
@@ -217,9 +218,9 @@ def write_report(cert_path, out_path=None) -> Path:
     except (OSError, ValueError) as error:
         raise PalwError(f"cannot read the certificate {cert_path} ({error}): pass the JSON file "
                         "`palw certify` wrote (--certificate)") from None
-    if not isinstance(document, dict) or document.get("schema") != "pytest-palw.certificate":
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA_NAME:
         raise PalwError(f"{cert_path} is not a pytest-palw certificate (no \"schema\": "
-                        "\"pytest-palw.certificate\"): pass the JSON file `palw certify` wrote")
+                        f"\"{SCHEMA_NAME}\"): pass the JSON file `palw certify` wrote")
     out = Path(out_path) if out_path else cert_path.with_suffix(".html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(document), encoding="utf-8")
