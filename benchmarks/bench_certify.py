@@ -8,9 +8,9 @@
 (b) the plugin's way, exactly as a user runs it: `palw certify --model profile:full -n N`, per
     worker count, wall time including every model load. From the certificate it writes: the
     per-case durations (setup + call + teardown, in the worker), the busy fraction (sum of case
-    durations / (wall x workers)), and each worker's timeline (process start, session start,
-    runtime loaded, model loaded, discovery, first case, last case end, exit), from which the
-    idle time is attributed. A run cut by the budget is reported as inconclusive.
+    durations / (wall x workers)), each worker's timeline (process start, session start,
+    collected, runtime loaded, model loaded, discovery, first case, last case end, exit) and the
+    controller's (preflight, load probe started and done), from which the idle time is attributed. A run cut by the budget is reported as inconclusive.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE_CLASSES = ("q4", "q6", "qk", "softmax", "pv")
-MOMENTS = ("process_start", "session_start", "runtime_loaded", "model_loaded", "discovery_done",
+MOMENTS = ("process_start", "session_start", "collected", "runtime_loaded", "model_loaded", "discovery_done",
            "first_case", "last_case_end", "finished")
+# The controller (pytest's own process): its preflight, the load probe beside the workers' start.
+CONTROLLER_MOMENTS = ("process_start", "configured", "preflight_start", "model_checked", "runtime_chosen",
+                      "probe_started", "probe_done", "finished")
 
 
 def smoke_command(smoke: str, model: str, digest: str, reject: int | None) -> list[str]:
@@ -63,11 +66,12 @@ def timeline_table(document: dict, wall_start: float) -> list[dict]:
     rows = []
     by_worker: dict[str, list[dict]] = {}
     for case in document.get("cases", []):
-        by_worker.setdefault(case.get("worker") or "main", []).append(case)
+        by_worker.setdefault(case.get("worker") or "controller", []).append(case)
     workers = document.get("workers") or {}
     for worker in sorted(set(by_worker) | set(workers)):
         moments = workers.get(worker, {}).get("timeline", {})
-        row = {"worker": worker, **{m: round(moments[m] - wall_start, 2) for m in MOMENTS if moments.get(m)}}
+        row = {"worker": worker, **{m: round(moments[m] - wall_start, 2)
+                                    for m in set(MOMENTS) | set(CONTROLLER_MOMENTS) if moments.get(m)}}
         cases = by_worker.get(worker, [])
         starts = [c["started_at"] for c in cases if c.get("started_at")]
         ends = [c["finished_at"] for c in cases if c.get("finished_at")]
@@ -123,6 +127,10 @@ def run_certify(model: str, lib: str | None, workers: int, out_dir: Path, budget
           f"{row['median_reject_case_s']} s, {row['verdict']}", flush=True)
     print(f"    {'worker':8}" + "".join(f"{m[:12]:>13}" for m in MOMENTS) + f"{'cases':>7}{'case_s':>8}")
     for line in row["timeline"]:
+        if line["worker"] == "controller" and not line["cases"]:
+            print("    controller: " + ", ".join(f"{m} {line[m]:.2f}" for m in CONTROLLER_MOMENTS if m in line)
+                  + f"; command exit {wall:.2f}")
+            continue
         print(f"    {line['worker']:8}" + "".join(f"{line.get(m, float('nan')):13.2f}" for m in MOMENTS)
               + f"{line['cases']:7d}{line['case_s']:8.1f}")
     return row

@@ -40,6 +40,18 @@ setup() {
   nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader
   echo "CC=${CC-} CXX=${CXX-} CUDAHOSTCXX=${CUDAHOSTCXX-}"; command -v palw python3 nvcc
   PYTHONPATH=/tmp/site python3 -c "import pytest, xdist, syrupy; print('pytest', pytest.__version__, 'xdist', xdist.__version__)"
+  env | grep -E '^PYTHON' || true
+}
+startup() {  # what each pytest process pays before its first case: the image's autoloaded plugins
+  for autoload in on off; do
+    local env=(); [ $autoload = off ] && env=(PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)
+    local t0=$(date +%s%N)
+    env "${env[@]}" python3 -m pytest --co -q -p no:cacheprovider conformance --palw-model=profile:full >/dev/null 2>&1
+    echo "pytest --co conformance, autoload $autoload: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  done
+  python3 -m pytest --version -VV 2>&1 | head -n 3
+  python3 -X importtime -m pytest --co -q -p no:cacheprovider conformance 2>"$RES/importtime.txt" >/dev/null
+  sort -t'|' -k2 -n "$RES/importtime.txt" | tail -n 25
 }
 build() {  # the README's command; the archive stands in for the PyPI download (no network)
   if [ -d .carry/build ]; then  # a build an earlier call packed (pack_build): then this is a cache hit
@@ -91,13 +103,13 @@ pack_build() {  # the finished build (no objects), in 15 MB parts: a later call 
   ls -la "$OUT/build"
 }
 bench_certify() {
-  python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-12,4}" \
+  python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-8,12,16}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
 }
 
 command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
-export -f elapsed setup build structure smoke smoke_acceptance goldens new_cases bench_decode certify pack_build bench_certify
+export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases bench_decode certify pack_build bench_certify
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -113,6 +125,7 @@ DIGEST=$(sha256sum "$LIBDIR/libggml-cuda.so" | cut -c1-64)  # the plugin hashes 
 export MANIFEST LIBDIR MODEL SMOKE DIGEST
 log "manifest=$MANIFEST model=$MODEL digest=$DIGEST"
 step structure 30 structure
+step startup 60 startup
 step new_cases 150 new_cases
 step certify 400 certify
 step pack_build 60 pack_build

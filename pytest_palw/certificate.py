@@ -148,6 +148,7 @@ class Certificate:
             "kernel_digest": self.facts.get("kernel_digest"),
             "model": self.facts.get("model"),
             "token": self.facts.get("token"),
+            "pytest": self.facts.get("pytest"),
             "discovery": self.facts.get("discovery"),
             "fingerprints": self.facts.get("fingerprints", {}),
             "kernel_infos": self.facts.get("kernel_infos", {}),

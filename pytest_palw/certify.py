@@ -7,6 +7,11 @@ from pathlib import Path
 
 from .paths import CONFORMANCE_DIR, PACKAGE_DIR
 
+# The plugins a certification runs with, and no others: a plugin the host happens to have (a
+# reordering or reseeding one, a coverage tracer) would change what is certified, and each one is
+# imported again in every xdist worker. `palw certify -- -p NAME` adds one on purpose.
+SUITE_PLUGINS = ("pytest_palw.plugin", "xdist.plugin", "syrupy")
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -25,9 +30,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import pytest
-
     argv = [str(CONFORMANCE_DIR), f"--palw-certificate={args.certificate}", "-q"]
+    for plugin in SUITE_PLUGINS:
+        argv += ["-p", plugin]
     if CONFORMANCE_DIR.parent == PACKAGE_DIR:
         # The installed suite (site-packages/pytest_palw/conformance): case ids as a checkout's
         # (conformance/test_*.py::...) from any directory; pytest's cache here, not in site-packages.
@@ -43,7 +48,7 @@ def run(args) -> int:
         argv += ["-n", str(args.workers), "--dist", "worksteal"]
     certificate = Path(args.certificate)
     certificate.unlink(missing_ok=True)  # only a verdict written by this run may be read back
-    code = int(pytest.main(argv + list(args.pytest_args)))
+    code = int(run_without_autoload(argv + list(args.pytest_args)))
     if not certificate.is_file():
         print(f"palw: no certificate written to {certificate}: no conformance case ran (see above), "
               "so nothing is certified")
@@ -57,3 +62,21 @@ def run(args) -> int:
     if args.require_certified and not verdict["certified"]:
         return code or 1
     return code
+
+
+def run_without_autoload(argv: list[str]) -> int:
+    """pytest.main with only the plugins ``argv`` names (-p), here and in the xdist workers (they
+    inherit the environment)."""
+    import os
+
+    import pytest
+
+    saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        return pytest.main(argv)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved

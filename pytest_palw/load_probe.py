@@ -1,10 +1,11 @@
-"""Load the model once in a child process before the session starts.
+"""Load the model once in a child process before the first case runs.
 
 A runtime that kills the Python process while loading (seen on 2026-12-03: a CUDA build made on
 the device with a static-libstdc++ toolchain segfaulted in llama_model_load_from_file under
 Python while the seed smoke tool ran fine; `palw build` now checks for that, build/cxx_runtime.py)
 cannot be caught in-process: every xdist worker would crash in turn. The probe turns that into
-one line that names the cause and the way out.
+one line that names the cause and the way out. The child runs beside the session's own start
+(xdist's workers start and collect meanwhile); no case runs before its verdict.
 """
 
 from __future__ import annotations
@@ -12,23 +13,47 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .errors import RuntimeLibraryError
 
 
+def child_command(location: Path, model: Path) -> list[str]:
+    """The probe's child: this module's main() in a fresh interpreter."""
+    return [sys.executable, "-m", "pytest_palw.load_probe", str(location), str(model)]
+
+
+class LoadProbe:
+    """The child, started without waiting: it loads the model while the session goes on (xdist
+    starts its workers, pytest collects); ``check()`` waits for it before the first case runs."""
+
+    def __init__(self, location: Path, model: Path, timeout: float = 900):
+        self.location, self.model, self.timeout = location, model, timeout
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(child_command(location, model), stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+
+    def check(self) -> None:
+        """Raise RuntimeLibraryError if the child was killed by a signal or did not finish in time."""
+        left = max(0.0, self.timeout - (time.monotonic() - self.started))
+        try:
+            self.process.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()
+            raise RuntimeLibraryError(
+                f"loading {self.model} with the runtime {self.location} did not finish in "
+                f"{self.timeout:g} s (load probe): check that the model is on a local disk and the GPU "
+                "is free (nvidia-smi), then rerun") from None
+        problem = verdict(self.process.returncode, self.location, self.model)
+        if problem:
+            raise RuntimeLibraryError(problem)
+
+
 def probe_model_load(location: Path, model: Path, timeout: float = 900) -> None:
     """Raise RuntimeLibraryError if loading ``model`` with the runtime at ``location`` kills Python."""
-    try:
-        result = subprocess.run([sys.executable, "-m", "pytest_palw.load_probe", str(location), str(model)],
-                                capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise RuntimeLibraryError(
-            f"loading {model} with the runtime {location} did not finish in {timeout:g} s (load probe): "
-            "check that the model is on a local disk and the GPU is free (nvidia-smi), then rerun") from None
-    problem = verdict(result.returncode, location, model)
-    if problem:
-        raise RuntimeLibraryError(problem)
+    LoadProbe(location, model, timeout).check()
 
 
 def verdict(returncode: int, location: Path, model: Path) -> str | None:

@@ -57,12 +57,25 @@ def pytest_sessionstart(session):
         palw.certificate.started = time.time()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    # Before the first case (under xdist: while the workers start and collect).
+    try:
+        _session(session.config).await_preflight()
+    except PalwError as error:
+        pytest.exit(f"palw: {error}", returncode=error.exit_code)
+
+
 def pytest_collection_modifyitems(config, items):
     # Every case of the conformance suite counts for the certificate: cpu tier unless marked.
     for item in items:
         if in_suite(item.path) and not any(
                 item.get_closest_marker(f"palw_{tier}") for tier in ("cpu", "gpu", "pinned", "metal")):
             item.add_marker("palw_cpu")
+
+
+def pytest_collection_finish(session):
+    _session(session.config).mark("collected")
 
 
 def pytest_deselected(items):
@@ -98,7 +111,7 @@ def pytest_sessionfinish(session, exitstatus):
     if palw.worker_id is not None:
         session.config.workeroutput["palw_facts"] = palw.facts()
         return
-    palw.certificate.merge_facts(palw.facts())
+    palw.certificate.merge_facts(palw.facts(), "controller")
     palw.certificate.finished = time.time()
     # Under xdist the workers collect and deselect (each the same cases): the first count holds.
     palw.certificate.partial_run = partial_run_reasons(

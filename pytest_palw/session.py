@@ -20,7 +20,7 @@ from .build.digests import remembered_sha256
 from .certificate import Certificate
 from .devices import Device, assign_worker_device, visible_devices
 from .errors import PalwError, RuntimeLibraryError
-from .load_probe import probe_model_load
+from .load_probe import LoadProbe
 from .paths import CONFORMANCE_DIR
 from .profile import check_profile
 from .runtime import Model, Runtime, RuntimeBuild
@@ -48,6 +48,7 @@ class PalwSession:
         given = getattr(config, "workerinput", {})
         self.chosen_manifest: str | None = given.get("palw_manifest")
         self.runtime_line: str | None = given.get("palw_runtime_line")
+        self.load_probe: LoadProbe | None = None
 
     # -- configuration -------------------------------------------------------------
     def option(self, dest: str) -> str | None:
@@ -103,11 +104,15 @@ class PalwSession:
         return RuntimeBuild.locate(Path(manifest.path))
 
     def preflight(self) -> None:
-        """Fail fast, in one line, on a wrong option, a wrong model or an unpatched library."""
+        """Fail fast, in one line, on a wrong option, a wrong model or an unpatched library; start
+        the load probe (awaited by ``await_preflight`` before the first case)."""
+        self.mark("preflight_start")
         parse_kernel_digest(self.option("palw_kernel_digest"))
         model = self.model_path()
         check_profile(model)
+        self.mark("model_checked")
         build = self.build
+        self.mark("runtime_chosen")
         if self.runtime_line:
             self.say(self.runtime_line)
         libllama = build.lib_dir / "libllama.so"
@@ -117,7 +122,15 @@ class PalwSession:
             raise RuntimeLibraryError(
                 f"{libllama} exports no llama_palw_* functions: it is not a PALW trace build; "
                 "build one with `palw build` and pass it with --palw-lib")
-        probe_model_load(build.manifest_path or build.lib_dir, model)
+        self.load_probe = LoadProbe(build.manifest_path or build.lib_dir, model)
+        self.mark("probe_started")
+
+    def await_preflight(self) -> None:
+        """The load probe's verdict (RuntimeLibraryError), once, before any case runs."""
+        probe, self.load_probe = self.load_probe, None
+        if probe is not None:
+            probe.check()
+            self.mark("probe_done")
 
     def say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -201,7 +214,8 @@ class PalwSession:
     # -- facts for the certificate ------------------------------------------------------
     def facts(self) -> dict:
         if not self.used:
-            return {"worker": self.worker_facts(), "deselected": self.deselected}
+            return {"worker": self.worker_facts(), "deselected": self.deselected,
+                    "pytest": pytest_statement(self.config)}
         build, model = self.build, self.model
         device = self.device
         facts = {
@@ -215,6 +229,7 @@ class PalwSession:
             "model": {"spec": self.option("palw_model"), "path": str(model.path),
                       "sha256": remembered_sha256(model.path), "profile": self.model_profile.as_dict()},
             "token": self.token,
+            "pytest": pytest_statement(self.config),
             "fingerprints": self.fingerprints,
             "kernel_infos": self.kernel_infos,
             "notes": self.notes,
@@ -370,3 +385,19 @@ def runtime_statement(manifest: dict) -> dict:
         "toolchain": manifest.get("tools"),
         "cxx_runtime_ok": (manifest.get("cxx_runtime") or {}).get("ok"),
     }
+
+
+def pytest_statement(config) -> dict:
+    """The pytest that ran the cases and the installed distributions its plugins came from
+    (`palw certify` loads only the suite's own: certify.SUITE_PLUGINS)."""
+    from importlib.metadata import packages_distributions, version
+
+    owners = packages_distributions()
+    distributions = set()
+    for plugin in config.pluginmanager.get_plugins():
+        module = getattr(plugin, "__name__", None)
+        if isinstance(module, str) and not module.startswith("_pytest"):
+            distributions.update(owners.get(module.split(".")[0], []))
+    distributions.discard("pytest")
+    return {"version": pytest.__version__,
+            "plugins": sorted(f"{name} {version(name)}" for name in distributions)}

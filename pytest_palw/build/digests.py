@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 CHUNK = 1 << 20
 _LARGE_FILE = 1 << 30  # hashing this much takes seconds: show progress
@@ -26,10 +27,11 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _remembered_entry(path: Path) -> Path:
+def _remembered_entry(path: Path, kind: str = "sha256") -> Path:
     from ..paths import cache_dir
 
-    return cache_dir("digests") / f"{sha256_bytes(str(path).encode())[:32]}.json"
+    suffix = "" if kind == "sha256" else f".{kind}"
+    return cache_dir("digests") / f"{sha256_bytes(str(path).encode())[:32]}{suffix}.json"
 
 
 def _stamp(path: Path) -> dict:
@@ -37,32 +39,58 @@ def _stamp(path: Path) -> dict:
     return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def recorded_sha256(path: Path) -> str | None:
-    """The remembered digest if it still describes the file (same path, size and mtime), else None."""
+def recorded(path: Path, kind: str = "sha256"):
+    """What was remembered of ``kind`` for this file if it still describes it (same path, size and
+    mtime), else None."""
     path = Path(path).resolve()
     try:
-        recorded = json.loads(_remembered_entry(path).read_text())
+        entry = json.loads(_remembered_entry(path, kind).read_text())
         stamp = _stamp(path)
-        if {key: recorded.get(key) for key in stamp} == stamp:
-            return str(recorded["sha256"])
+        if {key: entry.get(key) for key in stamp} == stamp:
+            return entry[kind]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass  # absent, unreadable or stale
     return None
 
 
-def remembered_sha256(path: Path) -> str:
-    """sha256 of a file, hashed once while its size and mtime stay: a 5 GB model is read once per
-    host, not once per tool or worker. Remembered in the cache's digests/, never beside the file."""
+def remembered(path: Path, kind: str, compute: Callable[[Path], object]):
+    """``compute(path)`` (JSON-able), computed once while the file's size and mtime stay: a 5 GB
+    model is read once per host, not once per tool or worker. Remembered in the cache's digests/,
+    one entry per file and kind, never beside the file."""
     path = Path(path).resolve()
-    known = recorded_sha256(path)
+    known = recorded(path, kind)
     if known is not None:
         return known
     stamp = _stamp(path)
+    value = compute(path)
+    entry = _remembered_entry(path, kind)
+    try:  # atomically: a concurrent reader sees the old entry or the new one
+        temporary = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({**stamp, kind: value}))
+        os.replace(temporary, entry)
+    except OSError:
+        pass  # a read-only cache still answers, just without remembering
+    return value
+
+
+def recorded_sha256(path: Path) -> str | None:
+    """The remembered digest if it still describes the file, else None."""
+    known = recorded(path)
+    return str(known) if known is not None else None
+
+
+def remembered_sha256(path: Path) -> str:
+    """sha256 of a file, hashed once while its size and mtime stay (see ``remembered``)."""
+    return str(remembered(path, "sha256", _sha256_with_progress))
+
+
+def _sha256_with_progress(path: Path) -> str:
+    size = path.stat().st_size
     progress = None
-    if stamp["size"] >= _LARGE_FILE:
+    if size >= _LARGE_FILE:
         from ..progress import Progress
 
-        progress = Progress(f"sha256 {path.name}", total=stamp["size"] >> 20, unit=" MiB")
+        progress = Progress(f"sha256 {path.name}", total=size >> 20, unit=" MiB")
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(16 * CHUNK):
@@ -71,13 +99,6 @@ def remembered_sha256(path: Path) -> str:
                 progress.update(handle.tell() >> 20)
     if progress is not None:
         progress.finish()
-    entry = _remembered_entry(path)
-    try:  # atomically: a concurrent reader sees the old entry or the new one
-        temporary = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({**stamp, "sha256": digest.hexdigest()}))
-        os.replace(temporary, entry)
-    except OSError:
-        pass  # a read-only cache still answers, just without remembering
     return digest.hexdigest()
 
 

@@ -1,5 +1,6 @@
 """The pre-session load probe: a runtime that kills Python while loading stops the session in one line."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,38 @@ def test_a_missing_model_is_not_mistaken_for_a_crash(tmp_path):
         probe_model_load(manifest.path, tmp_path / "absent.gguf")
     except RuntimeLibraryError as error:  # pragma: no cover - the assertion explains
         pytest.fail(f"an ordinary load failure was reported as a crash: {error}")
+
+
+CRASHING_CHILD = '''
+import sys
+
+import pytest_palw.load_probe as probe
+
+# The probe's child dies of SIGSEGV, as a runtime with two C++ runtimes did under Python.
+probe.child_command = lambda location, model: [
+    sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_crashing_load_stops_the_session_before_any_case(tmp_path, workers):
+    """The probe starts beside the session (under xdist: while the workers collect); its verdict
+    still comes first: one line, the probe's exit code, no case run, no certificate."""
+    from pytest_palw.build import api
+    from pytest_palw.paths import CONFORMANCE_DIR
+
+    if api.find_manifest(variant="cpu") is None:
+        pytest.skip("no CPU runtime built yet: run `palw build`")
+    (tmp_path / "crashing_probe.py").write_text(CRASHING_CHILD)
+    certificate = tmp_path / "certificate.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(CONFORMANCE_DIR), "-p", "crashing_probe", *workers,
+         "-p", "no:cacheprovider", "-q", f"--palw-certificate={certificate}"],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))})
+    output = result.stdout + result.stderr
+    assert result.returncode == RuntimeLibraryError.exit_code, output[-3000:]
+    [line] = [line for line in output.splitlines() if "kills the process (SIGSEGV)" in line]
+    assert "palw build --force" in line
+    assert " passed" not in output and " failed" not in output, output[-3000:]
+    assert not certificate.exists()

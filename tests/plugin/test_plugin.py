@@ -139,10 +139,19 @@ def test_certificate_records_discovery_and_inputs(cpu_certificate):
 
 def test_certificate_merges_xdist_workers(cpu_certificate):
     document, _ = cpu_certificate
-    assert set(document["workers"]) == {"gw0", "gw1"}
+    assert set(document["workers"]) == {"controller", "gw0", "gw1"}
     ran = {case["worker"] for case in document["cases"] if case["outcome"] == "passed"}
     assert ran == {"gw0", "gw1"}
     assert len(document["cases"]) == document["summary"]["collected"] > 2000
+
+
+def test_no_case_starts_before_the_load_probe_verdict(cpu_certificate):
+    """The probe runs beside the workers' start, but its verdict comes before any case."""
+    document, _ = cpu_certificate
+    controller = document["workers"]["controller"]["timeline"]
+    assert controller["preflight_start"] <= controller["probe_started"] <= controller["probe_done"]
+    first_case = min(case["started_at"] for case in document["cases"] if case["started_at"])
+    assert controller["probe_done"] <= first_case
 
 
 def test_option_precedence(pytester, monkeypatch):

@@ -138,3 +138,15 @@ def test_certify_writes_its_verdict_and_the_report_beside_it(tmp_path):
     page = certificate.with_suffix(".html")
     assert page.is_file() and "not certified" in result.stdout and str(page) in result.stdout
     assert "NOT CERTIFIED" in page.read_text().upper()
+
+
+def test_certify_runs_with_the_suites_plugins_only(tmp_path):
+    """A plugin the host happens to have (here pytest-benchmark and hypothesis, installed with the
+    test extra) is not loaded into a certification; the certificate names the plugins that were."""
+    certificate = tmp_path / "certificate.json"
+    result = _certify(f"--certificate={certificate}", "--", "-p", "no:cacheprovider", "-k",
+                      "test_class_counts", cwd=tmp_path)
+    assert certificate.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
+    document = json.loads(certificate.read_text())
+    names = {entry.split()[0] for entry in document["pytest"]["plugins"]}
+    assert names == {"pytest-palw", "pytest-xdist", "syrupy"}, document["pytest"]
