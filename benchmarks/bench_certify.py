@@ -29,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE_CLASSES = ("q4", "q6", "qk", "softmax", "pv")
 MOMENTS = ("process_start", "session_start", "collected", "runtime_loaded", "model_loaded", "discovery_done",
-           "first_case", "last_case_end", "finished")
+           "first_case", "last_case_end", "loop_done", "finished")
 # The controller (pytest's own process): its preflight, the load probe beside the workers' start.
 CONTROLLER_MOMENTS = ("process_start", "configured", "preflight_start", "model_checked", "runtime_chosen",
-                      "probe_started", "probe_done", "finished")
+                      "probe_started", "probe_done", "loop_done", "finished")
 
 
 def smoke_command(smoke: str, model: str, digest: str, reject: int | None) -> list[str]:

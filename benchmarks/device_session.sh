@@ -44,9 +44,10 @@ setup() {
 }
 startup() {  # what each pytest process pays before its first case: the image's autoloaded plugins
   for autoload in on off; do
-    local env=(); [ $autoload = off ] && env=(PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)
+    local env=() plugins=(); [ $autoload = off ] && env=(PYTEST_DISABLE_PLUGIN_AUTOLOAD=1) \
+        plugins=(-p pytest_palw.plugin -p xdist.plugin -p syrupy)
     local t0=$(date +%s%N)
-    env "${env[@]}" python3 -m pytest --co -q -p no:cacheprovider conformance --palw-model=profile:full >/dev/null 2>&1
+    env "${env[@]}" python3 -m pytest "${plugins[@]}" --co -q -p no:cacheprovider conformance --palw-model=profile:full 2>&1 | tail -n 1
     echo "pytest --co conformance, autoload $autoload: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
   done
   python3 -m pytest --version -VV 2>&1 | head -n 3

@@ -57,13 +57,18 @@ def pytest_sessionstart(session):
         palw.certificate.started = time.time()
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session):
     # Before the first case (under xdist: while the workers start and collect).
+    palw = _session(session.config)
     try:
-        _session(session.config).await_preflight()
+        palw.await_preflight()
     except PalwError as error:
         pytest.exit(f"palw: {error}", returncode=error.exit_code)
+    try:
+        return (yield)
+    finally:
+        palw.mark("loop_done")  # before any plugin's finishing work
 
 
 def pytest_collection_modifyitems(config, items):
