@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     sys.path.insert(0, str(ROOT))
-    from pytest_palw.runtime import RuntimeBuild
+    from pytest_palw.runtime.library import RuntimeBuild
 
     report: dict = {"model": args.model}
     if args.lib:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_palw.discovery import discover  # noqa: E402
-from pytest_palw.run import run_trace  # noqa: E402
-from pytest_palw.runtime import Runtime, RuntimeBuild  # noqa: E402
+from pytest_palw.runtime.discovery import discover  # noqa: E402
+from pytest_palw.runtime.run import run_trace  # noqa: E402
+from pytest_palw.runtime.library import Runtime, RuntimeBuild  # noqa: E402
 from pytest_palw.session import DIGEST_NAMES, kernel_digest  # noqa: E402
-from pytest_palw.trace import TraceSession  # noqa: E402
+from pytest_palw.runtime.caller import TraceCaller  # noqa: E402
 
 
 def _summary(samples: list[float]) -> dict:
@@ -63,8 +63,8 @@ def measure(model, token: int, candidates, digests, repeat: int) -> dict:
         start = time.perf_counter()
         with model.context() as context:
             timed = _TimedContext(context)
-            session = TraceSession(model.runtime, candidates, version=2, digests=digests)
-            run = run_trace(timed, session, token)
+            caller = TraceCaller(model.runtime, candidates, version=2, digests=digests)
+            run = run_trace(timed, caller, token)
         traced_case.append(time.perf_counter() - start)
         traced_decode.append(timed.decode_seconds or float("nan"))
         assert run.record_count == 361, f"traced run committed {run.record_count} records"
@@ -81,12 +81,12 @@ def measure(model, token: int, candidates, digests, repeat: int) -> dict:
 
 
 def reject_case(model, token: int, candidates, digests, index: int = 180) -> float:
-    """One reject case as the suite runs it: fresh context, session, trace that fails closed."""
+    """One reject case as the suite runs it: fresh context, caller, trace that fails closed."""
     start = time.perf_counter()
     with model.context() as context:
-        session = TraceSession(model.runtime, candidates, version=2, reject_index=index, digests=digests)
-        run = run_trace(context, session, token)
-    assert run.decode_status != 0 and session.rejection_triggered, "the rejection did not fail closed"
+        caller = TraceCaller(model.runtime, candidates, version=2, reject_index=index, digests=digests)
+        run = run_trace(context, caller, token)
+    assert run.decode_status != 0 and caller.rejection_triggered, "the rejection did not fail closed"
     return time.perf_counter() - start
 
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_palw.fixtures.launch_table import expected_launches, expected_mmvq_launches
-
-STREAMS = {"v2": 361, "v1": 253}
-
+from pytest_palw.models.launch_table import expected_launches, expected_mmvq_launches
 
 def pytest_configure(config):
     """The goldens of every profile and device class sit side by side (fixtures/goldens/): a run

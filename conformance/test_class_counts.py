@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_palw.fixtures.launch_table import class_counts
+from pytest_palw.models.launch_table import class_counts
 
 pytestmark = pytest.mark.palw_cpu
 

@@ -1,6 +1,6 @@
 """Claim: this runtime's one-token reference decode succeeds with finite outputs for the 361 trace
 candidates, and for each launch the native header's validator accepts the association
-llama-context.cpp builds (transcribed from palw_cuda_trace_eval in pytest_palw.reference, over the
+llama-context.cpp builds (transcribed from palw_cuda_trace_eval in pytest_palw.runtime.reference, over the
 node this runtime evaluated) and the native host codec encodes the reference record exactly as the
 Python encoder does.
 

@@ -8,29 +8,29 @@ nothing is accepted or committed.
 
 import pytest
 
-from pytest_palw.names import fault_name, status_name
-from pytest_palw.run import run_trace
+from pytest_palw.runtime.names import fault_name, status_name
+from pytest_palw.runtime.run import run_trace
 
 pytestmark = pytest.mark.palw_gpu
 
 
-def test_device_pin(palw_session, palw_context, palw_producer, palw_token, palw_runtime):
+def test_device_pin(palw_session, palw_context, palw_caller, palw_token, palw_runtime):
     lib = palw_runtime.lib
     pinned = palw_session.build.pinned_cc or 890
     device = palw_session.device
     assert device is not None, "nvidia-smi reported no device for a CUDA runtime"
-    session = palw_producer(version=2)
-    run = run_trace(palw_context(), session, palw_token)
+    caller = palw_caller(version=2)
+    run = run_trace(palw_context(), caller, palw_token)
     palw_session.notes["device_pin"] = {"device_cc": device.cc, "pinned_cc": pinned}
     if device.cc == pinned:
         assert status_name(lib, run.finalize_status) == "OK"
         assert run.record_count == 361
-        assert session.infos.q4.sm_arch * 10 == pinned
+        assert caller.infos.q4.sm_arch * 10 == pinned
         return
     assert status_name(lib, run.attach_status) == "OK"
     assert run.decode_status != 0
-    assert session.approved == 1, "the first launch was not the one refused"
+    assert caller.approved == 1, "the first launch was not the one refused"
     assert run.accepted == 0 and run.before_finalize.count == 0 and run.before_finalize.committed == 0
-    faults = [(status_name(lib, f.status), fault_name(lib, f.fault)) for f in session.faults]
+    faults = [(status_name(lib, f.status), fault_name(lib, f.fault)) for f in caller.faults]
     assert faults == [("INVALID_ARGUMENT", "UNSUPPORTED_DISPATCH")]
     assert run.destroy_status == lib.PALW_CUDA_TRACE_OK

@@ -22,9 +22,9 @@ import subprocess
 
 import pytest
 
-from pytest_palw.discovery import Discovery
-from pytest_palw.names import fault_name, status_name
-from pytest_palw.trace import TraceSession
+from pytest_palw.runtime.discovery import Discovery
+from pytest_palw.runtime.names import fault_name, status_name
+from pytest_palw.runtime.caller import TraceCaller
 
 REQUEST_FIELDS = ["abi_version", "struct_size", "expected_count", "capacity", "producer_context",
                   "null_approve", "null_fault"]
@@ -41,22 +41,22 @@ class _Quiet(Discovery):
         return False
 
 
-def _session(palw_runtime, palw_discovery, palw_session, version):
+def _caller(palw_runtime, palw_discovery, palw_session, version):
     candidates = palw_discovery.candidates if version == 2 else palw_discovery.mmvq
-    return TraceSession(palw_runtime, candidates, version=version, digests=palw_session.kernel_digests)
+    return TraceCaller(palw_runtime, candidates, version=version, digests=palw_session.kernel_digests)
 
 
-def _attach(lib, context, session, capacity=None, request=None):
-    attach = lib.llama_palw_cuda_trace_attach_v2 if session.version == 2 else lib.llama_palw_cuda_trace_attach
-    request = session.request if request is None else request
-    count = session.request.expected_launch_count
+def _attach(lib, context, caller, capacity=None, request=None):
+    attach = lib.llama_palw_cuda_trace_attach_v2 if caller.version == 2 else lib.llama_palw_cuda_trace_attach
+    request = caller.request if request is None else request
+    count = caller.request.expected_launch_count
     return attach(context.cptr, count if capacity is None else capacity, request)
 
 
-def _assert_refused(lib, ffi, context, session, status, faults_expected=1):
+def _assert_refused(lib, ffi, context, caller, status, faults_expected=1):
     """attach's refusal: INVALID_ARGUMENT, one INVALID_REQUEST fault without association, no producer."""
     assert status_name(lib, status) == "INVALID_ARGUMENT"
-    faults = [(status_name(lib, f.status), fault_name(lib, f.fault), f.with_association) for f in session.faults]
+    faults = [(status_name(lib, f.status), fault_name(lib, f.fault), f.with_association) for f in caller.faults]
     assert faults == [("INVALID_ARGUMENT", "INVALID_REQUEST", False)] * faults_expected
     outs = ffi.new("uint64_t[2]"), ffi.new("uint32_t *"), ffi.new("int *")
     no_producer = lib.llama_palw_cuda_trace_diagnostics(context.cptr, outs[0], outs[0] + 1, outs[1], outs[2])
@@ -64,10 +64,10 @@ def _assert_refused(lib, ffi, context, session, status, faults_expected=1):
     assert status_name(lib, lib.llama_palw_cuda_trace_destroy(context.cptr)) == "INVALID_ARGUMENT"
 
 
-def _assert_accepted(lib, ffi, context, session, status):
+def _assert_accepted(lib, ffi, context, caller, status):
     """attach's acceptance: OK, no fault, the request untouched, an empty producer; then a clean destroy."""
-    assert status_name(lib, status) == "OK" and session.faults == [], (
-        f"a valid request was refused: {status_name(lib, status)}, faults {session.faults}")
+    assert status_name(lib, status) == "OK" and caller.faults == [], (
+        f"a valid request was refused: {status_name(lib, status)}, faults {caller.faults}")
     outs = ffi.new("uint64_t[2]"), ffi.new("uint32_t *"), ffi.new("int *")
     status = lib.llama_palw_cuda_trace_diagnostics(context.cptr, outs[0], outs[0] + 1, outs[1], outs[2])
     assert (status_name(lib, status), outs[0][0], outs[0][1], outs[1][0], outs[2][0]) == ("OK", 0, 0, 0, 0)
@@ -79,11 +79,11 @@ def _assert_accepted(lib, ffi, context, session, status):
 def _control(version, palw_runtime, palw_discovery, palw_session, context):
     """The same request, unbroken, on ``context``: accepted (so the case's one change caused its refusal)."""
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = _session(palw_runtime, palw_discovery, palw_session, version)
-    before = bytes(ffi.buffer(session.request))
-    status = _attach(lib, context, session)
-    assert bytes(ffi.buffer(session.request)) == before, "attach modified the caller's request"
-    _assert_accepted(lib, ffi, context, session, status)
+    caller = _caller(palw_runtime, palw_discovery, palw_session, version)
+    before = bytes(ffi.buffer(caller.request))
+    status = _attach(lib, context, caller)
+    assert bytes(ffi.buffer(caller.request)) == before, "attach modified the caller's request"
+    _assert_accepted(lib, ffi, context, caller, status)
 
 
 # -- any runtime (CPU tier) -----------------------------------------------------------------------
@@ -95,8 +95,8 @@ def test_attach_requires_a_cuda_trace_backend(version, palw_runtime, palw_discov
     != 1`` -> ``fail_unbound(INVALID_ARGUMENT)``). Every other condition of acceptance holds here,
     so on a runtime without such a backend this refusal is the backend's; with one, acceptance."""
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = _session(palw_runtime, palw_discovery, palw_session, version)
-    request = session.request
+    caller = _caller(palw_runtime, palw_discovery, palw_session, version)
+    request = caller.request
     owned = ffi.new(f"{ffi.typeof(request).item.cname} *", request[0])  # attach's owned copy
     owned.producer_context = ffi.cast("palw_cuda_producer_trace_context_v3 *", 0x1000)
     compatible = (lib.palw_cuda_llama_trace_request_is_compatible_v2 if version == 2
@@ -105,12 +105,12 @@ def test_attach_requires_a_cuda_trace_backend(version, palw_runtime, palw_discov
     assert palw_session.model_profile.mismatches() == [], "the model is not the pinned Qwen3-8B topology"
     context = palw_context()  # the pinned policy (verified), never evaluated, no state imported
     before = bytes(ffi.buffer(request))
-    status = _attach(lib, context, session)
+    status = _attach(lib, context, caller)
     assert bytes(ffi.buffer(request)) == before, "attach modified the caller's request"
     if palw_runtime.has_cuda_trace:
-        _assert_accepted(lib, ffi, context, session, status)
+        _assert_accepted(lib, ffi, context, caller, status)
         return
-    _assert_refused(lib, ffi, context, session, status)
+    _assert_refused(lib, ffi, context, caller, status)
 
 
 @pytest.mark.palw_cpu
@@ -161,8 +161,8 @@ def test_valid_request_control(version, palw_runtime, palw_discovery, palw_sessi
 @pytest.mark.parametrize("field", REQUEST_FIELDS)
 def test_invalid_request_field(field, version, palw_runtime, palw_discovery, palw_session, palw_context):
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = _session(palw_runtime, palw_discovery, palw_session, version)
-    request, capacity, faults_expected = session.request, None, 1
+    caller = _caller(palw_runtime, palw_discovery, palw_session, version)
+    request, capacity, faults_expected = caller.request, None, 1
     if field == "abi_version":
         request.abi_version = 99
     elif field == "struct_size":
@@ -179,7 +179,7 @@ def test_invalid_request_field(field, version, palw_runtime, palw_discovery, pal
         request.fault = ffi.NULL
         faults_expected = 0  # nothing to call back
     context = palw_context()
-    _assert_refused(lib, ffi, context, session, _attach(lib, context, session, capacity), faults_expected)
+    _assert_refused(lib, ffi, context, caller, _attach(lib, context, caller, capacity), faults_expected)
     # The refusal left the context as it was: the unbroken request is accepted on it.
     _control(version, palw_runtime, palw_discovery, palw_session, context)
 
@@ -189,26 +189,26 @@ def test_invalid_request_field(field, version, palw_runtime, palw_discovery, pal
 @pytest.mark.parametrize("field", sorted(CONTEXT_FIELDS))
 def test_invalid_context_policy(field, version, palw_runtime, palw_discovery, palw_session, palw_context):
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    caller = _caller(palw_runtime, palw_discovery, palw_session, version)
     if field == "cb_eval":
         context = palw_context(eval_owner=_Quiet(runtime=palw_runtime), verify=False)
     else:
         context = palw_context(verify=False, **CONTEXT_FIELDS[field])
-    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+    _assert_refused(lib, ffi, context, caller, _attach(lib, context, caller))
     _control(version, palw_runtime, palw_discovery, palw_session, palw_context())
 
 
 @pytest.mark.palw_gpu
 @pytest.mark.parametrize("fixture", MODEL_FIELDS)
 def test_wrong_model_profile(fixture, palw_runtime, palw_discovery, palw_session, palw_context):
-    from pytest_palw.fixtures.models import ensure_negative
+    from pytest_palw.models.catalog import ensure_negative
 
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     model = palw_runtime.load_model(ensure_negative(fixture))
     try:
-        session = _session(palw_runtime, palw_discovery, palw_session, 2)
+        caller = _caller(palw_runtime, palw_discovery, palw_session, 2)
         with model.context() as context:
-            _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+            _assert_refused(lib, ffi, context, caller, _attach(lib, context, caller))
     finally:
         model.free()
     _control(2, palw_runtime, palw_discovery, palw_session, palw_context())
@@ -218,10 +218,10 @@ def test_wrong_model_profile(fixture, palw_runtime, palw_discovery, palw_session
 @pytest.mark.parametrize("version", [2, 1])
 def test_context_already_evaluated(version, palw_runtime, palw_discovery, palw_session, palw_context, palw_token):
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = _session(palw_runtime, palw_discovery, palw_session, version)
+    caller = _caller(palw_runtime, palw_discovery, palw_session, version)
     context = palw_context()
     assert context.decode(palw_token) == 0
-    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+    _assert_refused(lib, ffi, context, caller, _attach(lib, context, caller))
     _control(version, palw_runtime, palw_discovery, palw_session, palw_context())
 
 
@@ -235,8 +235,8 @@ def test_state_imported(palw_runtime, palw_discovery, palw_session, palw_context
     assert llama.llama_state_get_data(donor.pointer, state, size) == size
     context = palw_context()
     assert llama.llama_state_set_data(context.pointer, state, size) == size
-    session = _session(palw_runtime, palw_discovery, palw_session, 2)
-    _assert_refused(lib, ffi, context, session, _attach(lib, context, session))
+    caller = _caller(palw_runtime, palw_discovery, palw_session, 2)
+    _assert_refused(lib, ffi, context, caller, _attach(lib, context, caller))
     _control(2, palw_runtime, palw_discovery, palw_session, palw_context())
 
 
@@ -245,20 +245,20 @@ def test_state_imported(palw_runtime, palw_discovery, palw_session, palw_context
 @pytest.fixture
 def attached(palw_runtime, palw_discovery, palw_session, palw_context):
     lib = palw_runtime.lib
-    session = _session(palw_runtime, palw_discovery, palw_session, 2)
+    caller = _caller(palw_runtime, palw_discovery, palw_session, 2)
     context = palw_context()
-    assert status_name(lib, _attach(lib, context, session)) == "OK"
-    from pytest_palw.run import query_kernel_infos
+    assert status_name(lib, _attach(lib, context, caller)) == "OK"
+    from pytest_palw.runtime.run import query_kernel_infos
 
-    assert status_name(lib, query_kernel_infos(palw_runtime, context, session)) == "OK"
-    return context, session
+    assert status_name(lib, query_kernel_infos(palw_runtime, context, caller)) == "OK"
+    return context, caller
 
 
 @pytest.mark.palw_gpu
 def test_already_attached(attached, palw_runtime, palw_discovery, palw_session):
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     context, _ = attached
-    second = _session(palw_runtime, palw_discovery, palw_session, 2)
+    second = _caller(palw_runtime, palw_discovery, palw_session, 2)
     status = _attach(lib, context, second)
     assert status_name(lib, status) == "INVALID_ARGUMENT"
     assert [(status_name(lib, f.status), fault_name(lib, f.fault)) for f in second.faults] == [
@@ -271,7 +271,7 @@ def test_already_attached(attached, palw_runtime, palw_discovery, palw_session):
 @pytest.mark.palw_pinned
 def test_lifecycle_out_of_order(attached, palw_runtime, palw_token):
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    context, session = attached
+    context, caller = attached
     records = ffi.new("palw_cuda_trace_record_v3[]", 361)
     out = ffi.new("uint64_t *")
     steps = {"destroy_while_bound": lib.llama_palw_cuda_trace_destroy(context.cptr)}
@@ -287,7 +287,7 @@ def test_lifecycle_out_of_order(attached, palw_runtime, palw_token):
         "destroy_while_bound": "PENDING", "finalize_before_unbind": "INVALID_ARGUMENT", "unbind": "OK",
         "unbind_twice": "INVALID_ARGUMENT", "finalize": "OK", "finalize_twice": "INVALID_ARGUMENT",
         "destroy": "OK", "destroy_twice": "INVALID_ARGUMENT"}
-    assert session.callback_errors == []
+    assert caller.callback_errors == []
 
 
 @pytest.mark.palw_gpu
@@ -331,8 +331,8 @@ def test_attach_destroy_cycles_keep_memory_flat(palw_runtime, palw_discovery, pa
     out = ffi.new("uint64_t *")
 
     def cycle():
-        session = _session(palw_runtime, palw_discovery, palw_session, 2)
-        assert _attach(lib, context, session) == lib.PALW_CUDA_TRACE_OK
+        caller = _caller(palw_runtime, palw_discovery, palw_session, 2)
+        assert _attach(lib, context, caller) == lib.PALW_CUDA_TRACE_OK
         lib.llama_palw_cuda_trace_unbind(context.cptr, out)
         assert lib.llama_palw_cuda_trace_destroy(context.cptr) == lib.PALW_CUDA_TRACE_OK
 

@@ -1,7 +1,7 @@
 """Claim: tracing observes the graph without mutating it.
 
 (a) traced logits equal untraced ones bit for bit under the same scheduling; the reference
-    configuration is pytest_palw.reference: an untraced decode on a fresh pinned context
+    configuration is pytest_palw.runtime.reference: an untraced decode on a fresh pinned context
     whose eval callback asks for every node (each node its own scheduler split: no fusion,
     no CUDA graph) — the trace itself disables fusion and CUDA graphs. A trace leaves later
     default-scheduling decodes bit-identical to earlier ones; against default scheduling the
@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from pytest_palw.paths import FIXTURES_DIR
-from pytest_palw.reference import reference_run
-from pytest_palw.run import run_trace
+from pytest_palw.runtime.reference import reference_run
+from pytest_palw.runtime.run import run_trace
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_traced_logits_equal_reference_bit_for_bit(palw_trace, reference):
 
 @pytest.mark.palw_pinned
 def test_default_scheduling_is_unchanged_by_a_trace(palw_trace, palw_context, palw_token, palw_session,
-                                                    palw_model, palw_producer):
+                                                    palw_model, palw_caller):
     """A trace leaves nothing behind: default-scheduling decodes (fusion and CUDA graphs on) on
     fresh contexts just before and just after a full V2 trace give the same logits bit for bit.
     A trace that writes into a weight, or leaves behind a switch that reaches later untraced
@@ -55,7 +55,7 @@ def test_default_scheduling_is_unchanged_by_a_trace(palw_trace, palw_context, pa
     before = default_logits()
     context = palw_model.context()
     try:
-        run = run_trace(context, palw_producer(version=2), palw_token)
+        run = run_trace(context, palw_caller(version=2), palw_token)
     finally:
         context.free()
     assert (run.decode_status, run.finalize_status) == (0, palw_model.runtime.lib.PALW_CUDA_TRACE_OK)
@@ -71,7 +71,7 @@ def test_default_scheduling_is_unchanged_by_a_trace(palw_trace, palw_context, pa
 @pytest.mark.palw_pinned
 @pytest.mark.parametrize("index", range(361))
 def test_association_matches_discovery(index, palw_trace, palw_discovery, lib):
-    associations = palw_trace.session.associations
+    associations = palw_trace.caller.associations
     assert len(associations) == 361
     got, want = associations[index], palw_discovery.candidates[index]
     shape = ("m", "n", "k", "batch", "output_rows", "output_columns", "kind", "quantization", "attention_stage")
@@ -85,7 +85,7 @@ def test_association_matches_discovery(index, palw_trace, palw_discovery, lib):
 
 @pytest.mark.palw_pinned
 def test_operation_tokens_are_distinct(palw_trace):
-    tokens = palw_trace.session.operation_tokens
+    tokens = palw_trace.caller.operation_tokens
     assert len(tokens) == 361 and len(set(tokens)) == 361 and 0 not in tokens
 
 
@@ -111,9 +111,9 @@ def _scheduled_nodes(palw_model, trace_with=None, token=0):
 
 
 @pytest.mark.palw_pinned
-def test_scheduled_graph_unchanged_by_trace(palw_model, palw_producer, palw_token):
+def test_scheduled_graph_unchanged_by_trace(palw_model, palw_caller, palw_token):
     untraced_status, untraced = _scheduled_nodes(palw_model, None, palw_token)
-    traced_status, traced = _scheduled_nodes(palw_model, lambda: palw_producer(version=2), palw_token)
+    traced_status, traced = _scheduled_nodes(palw_model, lambda: palw_caller(version=2), palw_token)
     assert untraced_status == 0 and traced_status == 0
     assert len(untraced) > 361, "GGML_SCHED_DEBUG printed no node list"
     assert len(traced) == len(untraced)
@@ -184,7 +184,7 @@ def test_observer_sketches_vary(observer_runs):
 
 @pytest.mark.palw_cpu
 def test_observer_refuses_other_profiles(palw_session):
-    from pytest_palw.fixtures.models import ensure_model
+    from pytest_palw.models.catalog import ensure_model
 
     narrow = ensure_model("tiny")  # 256 embd, 512 vocab: not the 8B profile
     result, lines = _run_observer(_observer(palw_session), narrow, "graph")

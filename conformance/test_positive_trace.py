@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from pytest_palw.names import status_name
-from pytest_palw.run import run_trace
-from pytest_palw.verify import record_mismatches
+from pytest_palw.runtime.names import status_name
+from pytest_palw.runtime.run import run_trace
+from pytest_palw.runtime.verify import record_mismatches
 
 pytestmark = pytest.mark.palw_pinned
 
@@ -44,16 +44,16 @@ def test_v1_statuses(palw_trace_v1, lib):
 @pytest.mark.parametrize("stream", ["palw_trace", "palw_trace_v1"])
 def test_callbacks(stream, request):
     run = request.getfixturevalue(stream)
-    session, count = run.session, (361 if stream == "palw_trace" else 253)
-    assert session.callback_errors == []
-    assert (session.approved, session.launch_notifications, len(session.faults), int(session.error)) == (count, count, 0, 0)
+    caller, count = run.caller, (361 if stream == "palw_trace" else 253)
+    assert caller.callback_errors == []
+    assert (caller.approved, caller.launch_notifications, len(caller.faults), int(caller.error)) == (count, count, 0, 0)
 
 
 @pytest.mark.parametrize("index", range(361))
 def test_v2_record(index, palw_trace, palw_discovery, ffi, lib):
     assert index < palw_trace.record_count
     problems = record_mismatches(ffi, palw_trace.records[index], index, palw_discovery.candidates[index],
-                                 palw_trace.session.infos, lib)
+                                 palw_trace.caller.infos, lib)
     assert problems == []
 
 
@@ -61,7 +61,7 @@ def test_v2_record(index, palw_trace, palw_discovery, ffi, lib):
 def test_v1_record(index, palw_trace_v1, palw_discovery, ffi, lib):
     assert index < palw_trace_v1.record_count
     record = palw_trace_v1.records[index]
-    problems = record_mismatches(ffi, record, index, palw_discovery.mmvq[index], palw_trace_v1.session.infos, lib)
+    problems = record_mismatches(ffi, record, index, palw_discovery.mmvq[index], palw_trace_v1.caller.infos, lib)
     assert problems == []
 
 
@@ -73,24 +73,24 @@ def test_c_codec_equals_python_encoder(stream, request):
     assert run.c_stream == run.python_stream
 
 
-def test_fingerprint_stable_over_three_runs(palw_trace, palw_model, palw_producer, palw_token, palw_context, palw_session):
+def test_fingerprint_stable_over_three_runs(palw_trace, palw_model, palw_caller, palw_token, palw_context, palw_session):
     fingerprints = [palw_trace.fingerprint]
     for _ in range(2):
-        fingerprints.append(run_trace(palw_context(), palw_producer(version=2), palw_token).fingerprint)
+        fingerprints.append(run_trace(palw_context(), palw_caller(version=2), palw_token).fingerprint)
     palw_session.notes["fingerprint_runs"] = fingerprints
     assert len(set(fingerprints)) == 1, fingerprints
 
 
 @pytest.fixture(scope="session")
 def palw_reference(palw_model, palw_token):
-    from pytest_palw.reference import reference_run
+    from pytest_palw.runtime.reference import reference_run
 
     return reference_run(palw_model, palw_token)
 
 
 @pytest.mark.parametrize("index", range(361))
 def test_device_sketch_equals_host_sketch(index, palw_trace, palw_reference):
-    """Reference: the untraced decode with every node its own scheduler split (pytest_palw.reference)."""
+    """Reference: the untraced decode with every node its own scheduler split (pytest_palw.runtime.reference)."""
     assert palw_reference.decode_status == 0 and len(palw_reference.tiles) == 361
     lanes = _host_lanes(palw_reference)[index]
     device = list(palw_trace.records[index].base.base.sketch)

@@ -14,7 +14,7 @@ GPU tier.
 
 How: each case creates a fresh context through the backend API table the patch exports
 (``palw_cuda_llama_mmvq_get_backend_api_v1`` of the CUDA registry, on a CUDA backend of the
-session's device), reads count, committed, faults and poisoned through it and destroys the
+caller's device), reads count, committed, faults and poisoned through it and destroys the
 context through it. The table has no prepare, launch, enqueue or finalize: those are the producer
 functions libggml-cuda exports (native/SPEC.md section 1), called on the legacy stream. A device
 fault needs a kernel that captures wrongly; the runtime's one capturing kernel (mul_mat_vec_q) is
@@ -38,9 +38,11 @@ import pytest
 
 from pytest_palw.build.lock import exclusive
 from pytest_palw.build.toolchain import find_tool, tool_version
-from pytest_palw.names import status_name
+from pytest_palw.runtime.names import status_name
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, cache_dir
-from pytest_palw.sketch import sketch
+from pytest_palw.runtime import templates
+from pytest_palw.runtime.model_check import PINNED_ATTENTION
+from pytest_palw.runtime.sketch import sketch
 
 pytestmark = pytest.mark.palw_gpu
 
@@ -78,7 +80,7 @@ FAULT_BITS = ("CAPTURE_OUT_OF_RANGE", "DUPLICATE_CAPTURE", "MISSING_CAPTURE", "I
 TOY_ROWS, TOY_COLUMNS, TOY_THREADS = 3, 70, 128
 TOY_BLOCKS = (TOY_ROWS * TOY_COLUMNS + TOY_THREADS - 1) // TOY_THREADS
 TOY_PADDING = 15  # arguments 4..18: MMVQ's 20-argument shape
-HEADS, GROUPED_COLUMNS, WORK_THREADS = 32, 256, 256
+HEADS, GROUPED_COLUMNS, WORK_THREADS = PINNED_ATTENTION.query_heads, 256, 256
 # Capture modes of the probe kernel.
 EXACT, DUPLICATE, OUT_OF_RANGE, MISSING, WRONG_IDENTITY = range(5)
 SENTINEL = 0xAB
@@ -265,45 +267,18 @@ def _set_geometry(t, d) -> None:
     t.block_x, t.block_y, t.block_z = d.block_x, d.block_y, d.block_z
 
 
-def _set_identity(ffi, t, identity) -> None:
-    ffi.memmove(t.base.producer_variant_id, identity.producer_variant_id, 32)
-    ffi.memmove(t.work_entry_point_id, identity.work_entry_point_id, 32)
-    ffi.memmove(t.capture_implementation_id, identity.capture_implementation_id, 32)
-
-
-def _bind(ffi, launch, binding) -> None:
-    ffi.memmove(ffi.addressof(launch.kernel_binding), binding, ffi.sizeof("palw_cuda_producer_kernel_binding_v3"))
-    ffi.memmove(launch.kernel_binding.kernel_binary_digest, fill_id(0x5E), 32)
-
-
 def capture_launch(ffi, lib, index: int, identity, binding):
     """An MMVQ-class template (SCALAR_ACCUMULATOR_F32_V1) of the toy capture kernel."""
     launch = ffi.new("palw_cuda_producer_launch_v3 *")
-    launch.launch_nonce = index + 1
-    t = launch.semantic_template
-    base = t.base.base
-    base.kernel_sequence = index
-    base.m, base.n, base.k, base.batch = TOY_COLUMNS, TOY_ROWS, 256, 1
-    base.tile_rows = base.output_rows = TOY_ROWS
-    base.tile_columns = base.output_columns = TOY_COLUMNS
-    base.schema_version = lib.PALW_CUDA_TRACE_SCHEMA_VERSION_V3
-    base.kind = lib.PALW_CUDA_TRACE_GEMM
-    base.phase = lib.PALW_CUDA_TRACE_PREFILL
-    base.dtype = lib.PALW_CUDA_TRACE_DTYPE_FP32
-    base.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K
-    t.base.declared_origin = lib.PALW_CUDA_TRACE_ORIGIN_PRODUCER_ACCUMULATOR
-    t.base.accumulator_stage = lib.PALW_CUDA_TRACE_ACCUMULATOR_STAGE_FULL_K_PRE_EPILOGUE
-    t.base.accumulator_dtype = lib.PALW_CUDA_TRACE_ACCUMULATOR_DTYPE_FP32
-    t.base.sketch_scheme = lib.PALW_CUDA_TRACE_SKETCH_SCALAR_ACCUMULATOR_F32_V1
-    t.base.reduction_segment_count = 1
-    t.covered_schedule_index = index
-    t.sublaunch_count = 1
-    _set_geometry(t, toy_dimensions(ffi))
-    _set_identity(ffi, t, identity)
-    ffi.memmove(t.operation_instance_id, fill_id(index), 32)
-    ffi.memmove(t.decomposition_plan_id, fill_id(0x31), 32)
-    ffi.memmove(t.physical_layout_id, fill_id(index + 0x40), 32)
-    _bind(ffi, launch, binding)
+    t = templates.start(ffi, lib, launch, index, m=TOY_COLUMNS, n=TOY_ROWS, k=256, batch=1,
+                        output_rows=TOY_ROWS, output_columns=TOY_COLUMNS,
+                        quantization=lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K, kind=lib.PALW_CUDA_TRACE_GEMM,
+                        phase=lib.PALW_CUDA_TRACE_PREFILL, tile_rows=TOY_ROWS)
+    templates.mmvq(lib, t, TOY_COLUMNS)
+    _set_geometry(t, toy_dimensions(ffi))  # the toy kernel's own launch, not mul_mat_vec_q's
+    templates.ids(ffi, t, templates.identity_of(ffi, identity), operation=fill_id(index),
+                  plan=fill_id(0x31), layout=fill_id(index + 0x40))
+    templates.bind_kernel(ffi, launch, binding, fill_id(0x5E))
     return launch
 
 
@@ -317,39 +292,20 @@ def grouped_identity(ffi, capture_id: bytes):
 
 
 def grouped_launch(ffi, lib, index: int, identity, binding, columns: int = GROUPED_COLUMNS):
-    """A softmax-stage template (FINAL_OUTPUT_TILE_F32_V1) over a 32 x columns tile."""
+    """A softmax-stage template (FINAL_OUTPUT_TILE_F32_V1) over a 32 x columns tile, owning its group."""
+    a = PINNED_ATTENTION
     launch = ffi.new("palw_cuda_producer_launch_v3 *")
-    launch.launch_nonce = index + 1
-    t = launch.semantic_template
-    base = t.base.base
-    base.kernel_sequence = index
-    base.m, base.n, base.k, base.batch = columns, 1, 1, HEADS
-    base.query_tokens = base.key_value_tokens = 1
-    base.tile_rows = base.output_rows = HEADS
-    base.tile_columns = base.output_columns = columns
-    base.schema_version = lib.PALW_CUDA_TRACE_SCHEMA_VERSION_V3
-    base.kind = lib.PALW_CUDA_TRACE_ATTENTION
-    base.phase = lib.PALW_CUDA_TRACE_PREFILL
-    base.dtype = lib.PALW_CUDA_TRACE_DTYPE_FP32
-    base.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_NONE
-    base.causal = 1
-    t.base.declared_origin = lib.PALW_CUDA_TRACE_ORIGIN_FINAL_OUTPUT
-    t.base.sketch_scheme = lib.PALW_CUDA_TRACE_SKETCH_FINAL_OUTPUT_TILE_F32_V1
-    t.covered_schedule_index = index
-    t.attention_owner_schedule_index = index  # the softmax owns its group
-    t.layer_present = t.attention_group_present = 1
-    t.attention_stage = lib.PALW_CUDA_TRACE_ATTENTION_STAGE_EAGER_MASKED_SCALED_SOFTMAX
-    t.grouping_version = lib.PALW_CUDA_TRACE_GROUPING_VERSION_V1
-    t.sublaunch_index, t.sublaunch_count = 1, 3
-    t.query_heads, t.key_value_heads, t.head_dim, t.logical_batch = HEADS, 8, 128, 1
-    t.physical_key_value_tokens = columns
-    _set_geometry(t, work_dimensions(ffi, columns))
-    _set_identity(ffi, t, identity)
-    ffi.memmove(t.operation_instance_id, fill_id(index + 0x80), 32)
-    ffi.memmove(t.attention_group_instance_id, fill_id(index + 0x90), 32)
-    ffi.memmove(t.decomposition_plan_id, fill_id(index + 0xA0), 32)
-    ffi.memmove(t.physical_layout_id, fill_id(index + 0xB0), 32)
-    _bind(ffi, launch, binding)
+    t = templates.start(ffi, lib, launch, index, m=columns, n=1, k=1, batch=HEADS, output_rows=HEADS,
+                        output_columns=columns, quantization=lib.PALW_CUDA_TRACE_QUANTIZATION_NONE,
+                        kind=lib.PALW_CUDA_TRACE_ATTENTION, phase=lib.PALW_CUDA_TRACE_PREFILL, causal=1,
+                        query_tokens=1, key_value_tokens=1, tile_rows=HEADS)
+    d = work_dimensions(ffi, columns)
+    templates.attention(lib, t, lib.PALW_CUDA_TRACE_ATTENTION_STAGE_EAGER_MASKED_SCALED_SOFTMAX, index,
+                        (HEADS, a.key_value_heads, a.head_dim, 1, columns),
+                        (d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z, 0))
+    templates.ids(ffi, t, templates.identity_of(ffi, identity), operation=fill_id(index + 0x80),
+                  plan=fill_id(index + 0xA0), layout=fill_id(index + 0xB0), group=fill_id(index + 0x90))
+    templates.bind_kernel(ffi, launch, binding, fill_id(0x5E))
     return launch
 
 

@@ -9,63 +9,64 @@ is of the class the launch table says.
 
 import pytest
 
-from pytest_palw.names import fault_name, status_name
-from pytest_palw.run import run_trace
+from pytest_palw.runtime.names import fault_name, status_name
+from pytest_palw.runtime.run import run_trace
 
 pytestmark = pytest.mark.palw_pinned
 
 
-def _request_bytes(ffi, session):
-    return bytes(ffi.buffer(session.request))
+def _request_bytes(ffi, caller):
+    return bytes(ffi.buffer(caller.request))
 
 
-def _check_rejection(run, session, index, lib, before, after):
+def _check_rejection(run, caller, index, lib, before, after):
     assert run.attach_status == lib.PALW_CUDA_TRACE_OK, status_name(lib, run.attach_status)
     assert run.info_status == lib.PALW_CUDA_TRACE_OK, status_name(lib, run.info_status)
-    assert session.callback_errors == []
-    assert session.rejection_triggered, "the approve callback never reached the reject index"
+    assert caller.callback_errors == []
+    assert caller.rejection_triggered, "the approve callback never reached the reject index"
     assert run.decode_status != 0, "decode succeeded although a launch was rejected"
     assert run.unbind_status != lib.PALW_CUDA_TRACE_OK
     diagnostics = run.before_finalize
     assert diagnostics.status == lib.PALW_CUDA_TRACE_OK
-    counts = {"approved": session.approved, "accepted": run.accepted, "producer_count": diagnostics.count,
-              "launch_notifications": session.launch_notifications}
+    counts = {"approved": caller.approved, "accepted": run.accepted, "producer_count": diagnostics.count,
+              "launch_notifications": caller.launch_notifications}
     assert counts == dict.fromkeys(counts, index)
     assert diagnostics.committed == 0
-    faults = [(status_name(lib, f.status), fault_name(lib, f.fault)) for f in session.faults]
+    faults = [(status_name(lib, f.status), fault_name(lib, f.fault)) for f in caller.faults]
     assert faults == [("IDENTITY_MISMATCH", "ASSOCIATION_MISMATCH")]
     assert diagnostics.faults == 0 and diagnostics.poisoned == 0
     assert run.destroy_status == lib.PALW_CUDA_TRACE_OK
     assert after == before, "the caller's request was modified"
 
 
-@pytest.mark.parametrize("index", range(361))
-def test_reject_v2(index, palw_context, palw_producer, palw_token, palw_runtime, launch_table, palw_discovery):
+def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime):
+    """A trace that refuses launch ``index``, checked as the smoke checks --reject-index."""
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = palw_producer(version=2, reject_index=index)
-    before = _request_bytes(ffi, session)
-    run = run_trace(palw_context(), session, palw_token)
-    _check_rejection(run, session, index, lib, before, _request_bytes(ffi, session))
+    caller = palw_caller(version=version, reject_index=index)
+    before = _request_bytes(ffi, caller)
+    run = run_trace(palw_context(), caller, palw_token)
+    _check_rejection(run, caller, index, lib, before, _request_bytes(ffi, caller))
+
+
+@pytest.mark.parametrize("index", range(361))
+def test_reject_v2(index, palw_context, palw_caller, palw_token, palw_runtime, launch_table, palw_discovery):
+    _reject(2, index, palw_context, palw_caller, palw_token, palw_runtime)
     assert palw_discovery.candidates[index].klass == launch_table[index].klass
 
 
 @pytest.mark.parametrize("index", range(253))
-def test_reject_v1(index, palw_context, palw_producer, palw_token, palw_runtime, mmvq_table, palw_discovery):
-    lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    session = palw_producer(version=1, reject_index=index)
-    before = _request_bytes(ffi, session)
-    run = run_trace(palw_context(), session, palw_token)
-    _check_rejection(run, session, index, lib, before, _request_bytes(ffi, session))
+def test_reject_v1(index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table, palw_discovery):
+    _reject(1, index, palw_context, palw_caller, palw_token, palw_runtime)
     assert palw_discovery.mmvq[index].klass == mmvq_table[index].klass
 
 
 @pytest.mark.parametrize("index", [0, 180, 360])
-def test_fresh_context_traces_after_rejection(index, palw_context, palw_producer, palw_token, palw_runtime,
+def test_fresh_context_traces_after_rejection(index, palw_context, palw_caller, palw_token, palw_runtime,
                                               palw_trace):
     lib = palw_runtime.lib
-    rejected = run_trace(palw_context(), palw_producer(version=2, reject_index=index), palw_token)
+    rejected = run_trace(palw_context(), palw_caller(version=2, reject_index=index), palw_token)
     assert rejected.decode_status != 0
-    positive = run_trace(palw_context(), palw_producer(version=2), palw_token)
+    positive = run_trace(palw_context(), palw_caller(version=2), palw_token)
     assert positive.finalize_status == lib.PALW_CUDA_TRACE_OK, status_name(lib, positive.finalize_status)
     assert positive.record_count == 361
     assert positive.fingerprint == palw_trace.fingerprint

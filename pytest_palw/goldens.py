@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
-from .paths import FIXTURES_DIR
-from .selection import GOLDEN_WRITING_OPTIONS
+from pytest_palw.paths import FIXTURES_DIR
+from pytest_palw.selection import GOLDEN_WRITING_OPTIONS
 
 GOLDENS_DIR = FIXTURES_DIR / "goldens"
 
@@ -25,7 +25,7 @@ def model_label(palw_session) -> str:
     spec = palw_session.option("palw_model")
     if spec.startswith("profile:"):
         return spec.split(":", 1)[1]
-    from .build.digests import remembered_sha256
+    from pytest_palw.build.digests import remembered_sha256
 
     return "sha" + remembered_sha256(palw_session.model.path)[:12]
 

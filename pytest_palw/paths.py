@@ -9,7 +9,7 @@ asset                             in the checkout   installed from a wheel (site
 the conformance suite             ``conformance/``  ``pytest_palw/conformance/``
 seed patch, ``overlays/``         ``patches/``      ``pytest_palw/patches/``
 native runtime, ``SPEC.md``       ``native/``       ``pytest_palw/native/``
-recipes, launch table, goldens    ``fixtures/``     ``pytest_palw/fixtures/``
+recipes, launch table, goldens    ``fixtures/``     ``pytest_palw/models/``  
 ================================  ================  ===========================================
 
 An asset is found where Python imports its package from: a wheel installs it inside
@@ -51,7 +51,7 @@ OVERLAYS_DIR = PATCHES_DIR / "overlays"
 NATIVE_DIR = _asset_dir("native", "native")
 # The directory the seed patch calls runtime-palw/cuda (PALW_CUDA_RUNTIME_DIR).
 NATIVE_RUNTIME_DIR = NATIVE_DIR / "runtime-palw" / "cuda"
-FIXTURES_DIR = _asset_dir("fixtures", "fixtures")
+FIXTURES_DIR = _asset_dir("models", "fixtures")
 
 
 def cache_root() -> Path:

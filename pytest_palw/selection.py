@@ -10,7 +10,7 @@ import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
-from .paths import CONFORMANCE_DIR
+from pytest_palw.paths import CONFORMANCE_DIR
 
 
 def conformance_modules() -> set[str]:

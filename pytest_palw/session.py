@@ -15,18 +15,40 @@ from pathlib import Path
 
 import pytest
 
-from . import options as opts
-from .build.digests import remembered_sha256
-from .certificate import Certificate
-from .devices import Device, assign_worker_device, visible_devices
-from .errors import PalwError, RuntimeLibraryError
-from .load_probe import LoadProbe
-from .paths import CONFORMANCE_DIR
-from .profile import check_profile
-from .runtime import Model, Runtime, RuntimeBuild
-from .selection import argument_path
+from pytest_palw import options as opts
+from pytest_palw.build.digests import remembered_sha256
+from pytest_palw.certificate import Certificate
+from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices
+from pytest_palw.errors import PalwError, RuntimeLibraryError
+from pytest_palw.runtime.load_probe import LoadProbe
+from pytest_palw.paths import CONFORMANCE_DIR
+from pytest_palw.runtime.model_check import check_profile
+from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
+from pytest_palw.selection import argument_path, golden_recording_reasons, in_suite, partial_run_reasons
 
-TIERS = ("cpu", "gpu", "pinned", "metal")
+TIER_MEANINGS = {"cpu": "runs on any PALW runtime (CPU tier, CI)",
+                 "gpu": "needs a CUDA runtime exposing the PALW procs (GPU tier)",
+                 "pinned": "needs a device whose cc equals the runtime's pinned cc",
+                 "metal": "needs an Apple GPU (not part of a CUDA certification)"}
+TIERS = tuple(TIER_MEANINGS)
+
+
+class _ReportListener:
+    """Registered in the controller: under xdist it sees every worker's reports."""
+
+    def __init__(self, session: "PalwSession"):
+        self.session = session
+
+    def pytest_runtest_logreport(self, report):
+        self.session.record(report)
+
+
+def _or_exit(step) -> None:
+    """Run ``step``; a PalwError stops the session with its one line and exit code."""
+    try:
+        step()
+    except PalwError as error:
+        pytest.exit(f"palw: {error}", returncode=error.exit_code)
 
 
 class PalwSession:
@@ -66,15 +88,71 @@ class PalwSession:
                 return True
         return not args and root == CONFORMANCE_DIR.parent
 
-    def configure_worker(self) -> None:
+    # -- the plugin's hooks (plugin.py) hand over to these ----------------------------
+    def configure(self) -> None:
+        for tier, meaning in TIER_MEANINGS.items():
+            self.config.addinivalue_line("markers", f"palw_{tier}: {meaning}")
         if self.worker_id is not None:
             self.device_assignment = assign_worker_device(self.worker_id, self.option("palw_device"))
+            return
+        # Under xdist the controller sees every worker's reports here.
+        self.config.pluginmanager.register(_ReportListener(self), "palw-report-listener")
+        self.discard_old_certificate()
+
+    def start(self, session) -> None:
+        self.mark("session_start")
+        if self.worker_id is None and self.requested() and not session.config.option.collectonly:
+            _or_exit(self.preflight)
+            self.certificate.started = time.time()
+
+    def before_first_case(self) -> None:
+        _or_exit(self.await_preflight)
+
+    def mark_tiers(self, items) -> None:
+        """Every case of the conformance suite counts for the certificate: cpu tier unless marked."""
+        for item in items:
+            if in_suite(item.path) and not any(item.get_closest_marker(f"palw_{tier}") for tier in TIERS):
+                item.add_marker("palw_cpu")
+
+    def count_deselected(self, items) -> None:
+        self.deselected += sum(1 for item in items if in_suite(item.path))
+
+    def setup_case(self, item) -> None:
+        self.mark("first_case")
+        skip_if_tier_unavailable(self, item)
+
+    def worker_done(self, workeroutput: dict, worker: str) -> None:
+        facts = workeroutput.get("palw_facts")
+        if facts:
+            self.certificate.merge_facts(facts, worker)
+
+    def finish(self, session, exitstatus) -> None:
+        if self.worker_id is not None:
+            session.config.workeroutput["palw_facts"] = self.facts()
+            return
+        certificate = self.certificate
+        certificate.merge_facts(self.facts(), "controller")
+        certificate.finished = time.time()
+        # Under xdist the workers collect and deselect (each the same cases): the first count holds.
+        certificate.partial_run = partial_run_reasons(
+            session.config.args, certificate.facts.get("deselected", 0), certificate.cases,
+            self.ran_files) + golden_recording_reasons(session.config)
+        certificate.interrupted = self.stop_reason(session, exitstatus)
+        path = self.option("palw_certificate")
+        if path and certificate.cases:
+            certificate.write(path)
+
+    def summarize(self, terminalreporter) -> None:
+        if self.worker_id is None and self.certificate.cases:
+            from pytest_palw.certificate.terminal import terminal_summary
+
+            terminal_summary(terminalreporter, self)
 
     # -- resolution (cheap; runs in the controller before any worker starts) ---------
     def model_path(self) -> Path:
         spec = self.option("palw_model")
         if spec.startswith("profile:"):
-            from .fixtures.models import ensure_model  # the synthetic generator
+            from pytest_palw.models.catalog import ensure_model  # the synthetic generator
 
             return ensure_model(spec.split(":", 1)[1])
         return Path(spec).expanduser().resolve()
@@ -83,7 +161,7 @@ class PalwSession:
         location = self.option("palw_lib") or self.chosen_manifest
         if location:
             return RuntimeBuild.locate(Path(location))
-        from .build import api, choice
+        from pytest_palw.build import api, choice
 
         devices = visible_devices()
         if devices:
@@ -170,7 +248,7 @@ class PalwSession:
 
     @cached_property
     def discovery(self):
-        from .discovery import discover
+        from pytest_palw.runtime.discovery import discover
 
         found = discover(self.model, self.token)
         self.mark("discovery_done")
@@ -370,7 +448,7 @@ def kernel_digest(runtime: Runtime, chosen: str | None = None) -> KernelDigest:
 def runtime_statement(manifest: dict) -> dict:
     """What a certificate must always say about the runtime: its pin, the patches applied, the
     toolchain, and the one-C++-runtime check."""
-    from .build.choice import PALW_DEFAULT_PIN
+    from pytest_palw.build.choice import PALW_DEFAULT_PIN
 
     cuda = manifest.get("variant") == "cuda"
     pinned = manifest.get("pinned_cc")

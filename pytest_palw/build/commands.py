@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .config import DEFAULT_CUDA_ARCH, VARIANTS
+from pytest_palw.build.config import DEFAULT_CUDA_ARCH, VARIANTS
 
 
 def register(subparsers) -> None:
@@ -57,11 +57,11 @@ def _register_build(subparsers) -> None:
 
 
 def _run_build(args) -> int:
-    from .api import build
+    from pytest_palw.build.api import build
 
     cuda_arch, pinned_cc = args.cuda_arch or DEFAULT_CUDA_ARCH, args.pinned_cc
     if args.variant == "cuda" and not args.unpatched:
-        from .choice import for_visible_device
+        from pytest_palw.build.choice import for_visible_device
 
         cuda_arch, pinned_cc, line = for_visible_device(args.cuda_arch, args.pinned_cc)
         print(f"palw: {line}", file=sys.stderr)
@@ -89,7 +89,7 @@ def _register_source(subparsers) -> None:
 
 
 def _run_source(args) -> int:
-    from .archive import make_source_archive
+    from pytest_palw.build.archive import make_source_archive
 
     report = make_source_archive(args.output, source=args.source, overlays=args.overlays)
     print(f"palw: pruned {len(report.pruned)} paths: {' '.join(report.pruned)}", file=sys.stderr)

@@ -30,7 +30,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import BuildError, ToolMissingError
+from pytest_palw.errors import BuildError, ToolMissingError
 
 LIBSTDCXX = "libstdc++.so.6"
 # Hide the symbols of a statically linked C++ runtime inside the library that links it.

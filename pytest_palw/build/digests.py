@@ -28,7 +28,7 @@ def sha256_file(path: Path) -> str:
 
 
 def _remembered_entry(path: Path, kind: str = "sha256") -> Path:
-    from ..paths import cache_dir
+    from pytest_palw.paths import cache_dir
 
     suffix = "" if kind == "sha256" else f".{kind}"
     return cache_dir("digests") / f"{sha256_bytes(str(path).encode())[:32]}{suffix}.json"
@@ -88,7 +88,7 @@ def _sha256_with_progress(path: Path) -> str:
     size = path.stat().st_size
     progress = None
     if size >= _LARGE_FILE:
-        from ..progress import Progress
+        from pytest_palw.progress import Progress
 
         progress = Progress(f"sha256 {path.name}", total=size >> 20, unit=" MiB")
     digest = hashlib.sha256()

@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import RuntimeLibraryError
+from pytest_palw.errors import RuntimeLibraryError
 
 MANIFEST_NAME = "palw-manifest.json"
 SCHEMA = "pytest-palw.runtime-manifest"

@@ -9,8 +9,8 @@ import sys
 from collections import deque
 from pathlib import Path
 
-from ..errors import BuildError
-from ..progress import Progress
+from pytest_palw.errors import BuildError
+from pytest_palw.progress import Progress
 
 TAIL_LINES = 40
 _STATUS = re.compile(r"^\[(?P<done>\d+)/(?P<total>\d+)\]\s*(?P<what>.*)$")

@@ -9,9 +9,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import paths
-from ..errors import PatchError, ToolMissingError
-from .digests import sha256_bytes, sha256_file
+from pytest_palw import paths
+from pytest_palw.errors import PatchError, ToolMissingError
+from pytest_palw.build.digests import sha256_file
 
 SERIES_NAME = "series"
 OVERLAYS_ENV = "PALW_OVERLAYS_DIR"

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ToolMissingError
+from pytest_palw.errors import ToolMissingError
 
 INSTALL_HINTS = {
     "cmake": "pip install 'cmake>=3.24,<4' (or apt-get install cmake)",

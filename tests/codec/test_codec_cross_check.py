@@ -1,15 +1,15 @@
-"""The Python encoder (pytest_palw.codec) and the C codec (native record_codec.cpp) agree.
+"""The Python encoder (pytest_palw.runtime.codec) and the C codec (native record_codec.cpp) agree.
 
 Random records with every field drawn independently; the C side is compiled from the real
-header and source (pytest_palw.binding.hostabi), the Python side knows only the field order.
+header and source (pytest_palw.runtime.binding.hostabi), the Python side knows only the field order.
 """
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_palw import codec
-from pytest_palw.binding.hostabi import load_host_abi
+from pytest_palw.runtime import codec
+from pytest_palw.runtime.binding.hostabi import load_host_abi
 
 _LIMITS = {"Q": 64, "I": 32, "H": 16, "B": 8}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.mutants import MUTANTS, Mutant, TierRun, cpu_copy, judge, score
+from pytest_palw.cli.mutants import MUTANTS, Mutant, TierRun, cpu_copy, judge, score
 from pytest_palw.paths import FIXTURES_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
 
 ROOTS = {"native": NATIVE_RUNTIME_DIR, "fixtures": FIXTURES_DIR}
@@ -81,7 +81,7 @@ def test_a_fixtures_mutant_is_what_the_run_imports(tmp_path):
     """The tier's processes import the mutated copy of fixtures/ and cache models privately."""
     mutant = next(m for m in MUTANTS if m.root == "fixtures")
     probe = ("import palw_mutant_fixtures, inspect\n"
-             "from pytest_palw.fixtures import model_cache, profiles\n"
+             "from pytest_palw.models import model_cache, profiles\n"
              f"print({mutant.new!r} in inspect.getsource(profiles), model_cache.models_dir())\n")
     with cpu_copy(mutant, dict(os.environ), []) as (env, options):
         assert options == ["-p", "palw_mutant_fixtures"]
@@ -119,7 +119,7 @@ def test_cpu_mutants_are_killed(tmp_path):
 
 def test_a_leftover_mutation_is_noticed(tmp_path):
     """A run killed mid-mutation leaves an edit in the private build; the next run must see it."""
-    from pytest_palw.mutants import is_pristine
+    from pytest_palw.cli.mutants import is_pristine
 
     source = [m for m in MUTANTS if m.tier == "cpu" and m.root == "source"]
     for mutant in source:  # a tree holding just the anchors

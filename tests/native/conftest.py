@@ -3,7 +3,7 @@
 import pytest
 from native_templates import Templates
 
-from pytest_palw.binding.hostabi import load_host_abi
+from pytest_palw.runtime.binding.hostabi import load_host_abi
 
 
 @pytest.fixture(scope="session")

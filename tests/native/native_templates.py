@@ -10,10 +10,14 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from types import SimpleNamespace
 
-from pytest_palw.binding.hostabi import HEADER
-
-QK, SOFTMAX, PV = 1, 2, 3
+from pytest_palw.runtime import templates
+from pytest_palw.runtime.binding.hostabi import HEADER
+from pytest_palw.runtime.discovery import STAGE_PV as PV
+from pytest_palw.runtime.discovery import STAGE_QK as QK
+from pytest_palw.runtime.discovery import STAGE_SOFTMAX as SOFTMAX
+from pytest_palw.runtime.model_check import PINNED_ATTENTION
 
 
 def header_id_macro(name: str) -> bytes:
@@ -55,20 +59,16 @@ def get_field(cdata, path: str):
 
 @dataclass(frozen=True)
 class Templates:
-    """Factories for approved launches (palw_cuda_producer_launch_v3 *)."""
+    """Factories for approved launches (palw_cuda_producer_launch_v3 *), built by the caller's own
+    template code (pytest_palw.runtime.templates) with test ids and a test kernel binding."""
 
     abi: object
 
     def _binding(self, launch, max_threads: int, digest_tag: str) -> None:
-        binding = launch.kernel_binding
-        self.abi.ffi.memmove(binding.kernel_binary_digest, diagnostic_id("cubin", digest_tag), 32)
-        binding.sm_arch = 90
-        binding.binary_version = 90
-        binding.ptx_version = 90
-        binding.num_regs = 40
-        binding.max_threads_per_block = max_threads
-        binding.static_shared_memory_bytes = 0
-        binding.local_memory_bytes = 0
+        attributes = SimpleNamespace(sm_arch=90, binary_version=90, ptx_version=90, num_regs=40,
+                                     max_threads_per_block=max_threads, static_shared_memory_bytes=0,
+                                     local_memory_bytes=0)
+        templates.bind_kernel(self.abi.ffi, launch, attributes, diagnostic_id("cubin", digest_tag))
 
     def mmvq(self, index: int = 0, quantization: int | None = None, m: int = 4096,
              k: int = 4096, *, mixed: bool = True):
@@ -76,39 +76,17 @@ class Templates:
         lib, ffi = self.abi.lib, self.abi.ffi
         quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K if quantization is None else quantization
         launch = ffi.new("palw_cuda_producer_launch_v3 *")
-        launch.launch_nonce = index + 1
-        semantic = launch.semantic_template
-        base = semantic.base.base
-        base.kernel_sequence = index
-        base.decode_step = 0
-        base.m, base.n, base.k, base.batch = m, 1, k, 1
-        base.layer_id = 0
-        base.tile_rows, base.tile_columns = 1, m
-        base.output_rows, base.output_columns = 1, m
-        base.schema_version = lib.PALW_CUDA_TRACE_SCHEMA_VERSION_V3
-        base.kind = lib.PALW_CUDA_TRACE_GEMM
-        base.phase = lib.PALW_CUDA_TRACE_PREFILL
-        base.dtype = lib.PALW_CUDA_TRACE_DTYPE_FP32
-        base.quantization = quantization
-        base.causal = 0
-        semantic.base.declared_origin = lib.PALW_CUDA_TRACE_ORIGIN_PRODUCER_ACCUMULATOR
-        semantic.base.accumulator_stage = lib.PALW_CUDA_TRACE_ACCUMULATOR_STAGE_FULL_K_PRE_EPILOGUE
-        semantic.base.accumulator_dtype = lib.PALW_CUDA_TRACE_ACCUMULATOR_DTYPE_FP32
-        semantic.base.sketch_scheme = lib.PALW_CUDA_TRACE_SKETCH_SCALAR_ACCUMULATOR_F32_V1
-        semantic.base.reduction_segment_count = 1
-        semantic.covered_schedule_index = index
-        semantic.sublaunch_count = 1
-        semantic.grid_x, semantic.grid_y, semantic.grid_z = m, 1, 1
-        semantic.block_x, semantic.block_y, semantic.block_z = 32, 4, 1
-        ffi.memmove(semantic.base.producer_variant_id, diagnostic_id("variant", quantization), 32)
-        ffi.memmove(semantic.work_entry_point_id, diagnostic_id("work", quantization), 32)
-        ffi.memmove(semantic.capture_implementation_id, diagnostic_id("mmvq capture"), 32)
-        ffi.memmove(semantic.operation_instance_id, diagnostic_id("operation", index), 32)
-        plan = diagnostic_id("plan", index) if mixed else diagnostic_id("direct_plan")
-        ffi.memmove(semantic.decomposition_plan_id, plan, 32)
-        ffi.memmove(semantic.physical_layout_id, diagnostic_id("layout", index), 32)
-        # mul_mat_vec_q is __launch_bounds__(128): 4 warps of 32.
-        self._binding(launch, 128, f"mmvq{quantization}")
+        semantic = templates.start(ffi, lib, launch, index, m=m, n=1, k=k, batch=1, output_rows=1,
+                                   output_columns=m, quantization=quantization,
+                                   kind=lib.PALW_CUDA_TRACE_GEMM, phase=lib.PALW_CUDA_TRACE_PREFILL)
+        templates.mmvq(lib, semantic, m)
+        templates.ids(ffi, semantic, {"producer_variant_id": diagnostic_id("variant", quantization),
+                                      "work_entry_point_id": diagnostic_id("work", quantization),
+                                      "capture_implementation_id": diagnostic_id("mmvq capture")},
+                      operation=diagnostic_id("operation", index),
+                      plan=diagnostic_id("plan", index) if mixed else diagnostic_id("direct_plan"),
+                      layout=diagnostic_id("layout", index))
+        self._binding(launch, 128, f"mmvq{quantization}")  # 4 warps of 32 (templates.MMVQ_BLOCK)
         return launch
 
     def attention(self, stage: int, softmax_index: int = 26, layer: int = 2):
@@ -117,51 +95,24 @@ class Templates:
         The group is QK, softmax, PV at consecutive schedule indices around ``softmax_index``.
         """
         lib, ffi = self.abi.lib, self.abi.ffi
+        a = PINNED_ATTENTION
         index = softmax_index + (stage - SOFTMAX)
-        m, k = {QK: (256, 128), SOFTMAX: (256, 1), PV: (128, 256)}[stage]
-        grid_x, block_x, shared = {QK: (256, 64, 128), SOFTMAX: (1, 256, 1152), PV: (128, 128, 128)}[stage]
+        m, k = {QK: (a.kv_cells, a.head_dim), SOFTMAX: (a.kv_cells, 1), PV: (a.head_dim, a.kv_cells)}[stage]
         launch = ffi.new("palw_cuda_producer_launch_v3 *")
-        launch.launch_nonce = index + 1
-        semantic = launch.semantic_template
-        base = semantic.base.base
-        base.kernel_sequence = index
-        base.decode_step = 0
-        base.m, base.n, base.k, base.batch = m, 1, k, 32
-        base.query_tokens, base.key_value_tokens = 1, 1
-        base.layer_id = layer
-        base.tile_rows, base.tile_columns = 32, m
-        base.output_rows, base.output_columns = 32, m
-        base.schema_version = lib.PALW_CUDA_TRACE_SCHEMA_VERSION_V3
-        base.kind = lib.PALW_CUDA_TRACE_ATTENTION if stage == SOFTMAX else lib.PALW_CUDA_TRACE_GEMM
-        base.phase = lib.PALW_CUDA_TRACE_PREFILL
-        base.dtype = lib.PALW_CUDA_TRACE_DTYPE_FP32
-        base.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_NONE
-        base.causal = 1
-        semantic.covered_schedule_index = index
-        semantic.base.declared_origin = lib.PALW_CUDA_TRACE_ORIGIN_FINAL_OUTPUT
-        semantic.base.accumulator_stage = lib.PALW_CUDA_TRACE_ACCUMULATOR_STAGE_NONE
-        semantic.base.accumulator_dtype = lib.PALW_CUDA_TRACE_ACCUMULATOR_DTYPE_NONE
-        semantic.base.sketch_scheme = lib.PALW_CUDA_TRACE_SKETCH_FINAL_OUTPUT_TILE_F32_V1
-        semantic.base.reduction_segment_count = 0
-        semantic.layer_present = 1
-        semantic.attention_group_present = 1
-        semantic.attention_stage = stage
-        semantic.grouping_version = lib.PALW_CUDA_TRACE_GROUPING_VERSION_V1
-        semantic.sublaunch_index = stage - 1
-        semantic.sublaunch_count = 3
-        semantic.attention_owner_schedule_index = softmax_index
-        semantic.query_heads, semantic.key_value_heads = 32, 8
-        semantic.head_dim, semantic.logical_batch = 128, 1
-        semantic.physical_key_value_tokens = 256
-        semantic.grid_x, semantic.grid_y, semantic.grid_z = grid_x, 32, 1
-        semantic.block_x, semantic.block_y, semantic.block_z = block_x, 1, 1
-        semantic.dynamic_shared_memory_bytes = shared
-        ffi.memmove(semantic.base.producer_variant_id, diagnostic_id("variant", stage), 32)
-        ffi.memmove(semantic.work_entry_point_id, diagnostic_id("work", stage), 32)
-        ffi.memmove(semantic.capture_implementation_id, GROUPED_CAPTURE_ID, 32)
-        ffi.memmove(semantic.operation_instance_id, diagnostic_id("operation", index), 32)
-        ffi.memmove(semantic.attention_group_instance_id, diagnostic_id("group", softmax_index), 32)
-        ffi.memmove(semantic.decomposition_plan_id, diagnostic_id("attention_plan", softmax_index), 32)
-        ffi.memmove(semantic.physical_layout_id, diagnostic_id("layout", index), 32)
+        kind = lib.PALW_CUDA_TRACE_ATTENTION if stage == SOFTMAX else lib.PALW_CUDA_TRACE_GEMM
+        semantic = templates.start(ffi, lib, launch, index, m=m, n=1, k=k, batch=a.query_heads,
+                                   output_rows=a.query_heads, output_columns=m,
+                                   quantization=lib.PALW_CUDA_TRACE_QUANTIZATION_NONE, kind=kind,
+                                   phase=lib.PALW_CUDA_TRACE_PREFILL, causal=1, layer_id=layer,
+                                   query_tokens=1, key_value_tokens=1, tile_rows=a.query_heads)
+        templates.attention(lib, semantic, stage, softmax_index,
+                            (a.query_heads, a.key_value_heads, a.head_dim, 1, a.kv_cells),
+                            templates.attention_dimensions(stage, a))
+        templates.ids(ffi, semantic, {"producer_variant_id": diagnostic_id("variant", stage),
+                                      "work_entry_point_id": diagnostic_id("work", stage),
+                                      "capture_implementation_id": GROUPED_CAPTURE_ID},
+                      operation=diagnostic_id("operation", index),
+                      plan=diagnostic_id("attention_plan", softmax_index),
+                      layout=diagnostic_id("layout", index), group=diagnostic_id("group", softmax_index))
         self._binding(launch, 1024, f"attention{stage}")
         return launch

@@ -7,6 +7,8 @@ kernel-info queries of mmvq.cu / mmvf.cu / softmax.cu, the seed smoke's requests
 import pytest
 from native_templates import PV, QK, SOFTMAX, diagnostic_id, set_field
 
+from pytest_palw.runtime.model_check import PINNED_ATTENTION
+
 NONNULL = 0x1000  # any non-NULL address: the validators compare pointers, never follow them
 
 
@@ -192,17 +194,20 @@ def _trace_association_v2(abi, stage):
         actual.output_rows, actual.output_columns = 1, 4096
         actual.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K
         return actual
-    m, k = {QK: (256, 128), SOFTMAX: (256, 1), PV: (128, 256)}[stage]
-    src0 = {QK: ("F16", (128, 256, 8, 1)), SOFTMAX: ("F32", (256, 1, 32, 1)), PV: ("F16", (256, 128, 8, 1))}
+    a = PINNED_ATTENTION
+    cells, heads, kv_heads, dim = a.kv_cells, a.query_heads, a.key_value_heads, a.head_dim
+    m, k = {QK: (cells, dim), SOFTMAX: (cells, 1), PV: (dim, cells)}[stage]
+    src0 = {QK: ("F16", (dim, cells, kv_heads, 1)), SOFTMAX: ("F32", (cells, 1, heads, 1)),
+            PV: ("F16", (cells, dim, kv_heads, 1))}
     _tensor_view(abi, actual.src0, *src0[stage])
-    _tensor_view(abi, actual.src1, "F32", (256, 1, 1, 1) if stage == SOFTMAX else (k, 1, 32, 1))
-    _tensor_view(abi, actual.dst, "F32", (m, 1, 32, 1))
+    _tensor_view(abi, actual.src1, "F32", (cells, 1, 1, 1) if stage == SOFTMAX else (k, 1, heads, 1))
+    _tensor_view(abi, actual.dst, "F32", (m, 1, heads, 1))
     actual.kind = lib.PALW_CUDA_TRACE_ATTENTION if stage == SOFTMAX else lib.PALW_CUDA_TRACE_GEMM
-    actual.m, actual.n, actual.k, actual.batch = m, 1, k, 32
-    actual.output_rows, actual.output_columns = 32, m
+    actual.m, actual.n, actual.k, actual.batch = m, 1, k, heads
+    actual.output_rows, actual.output_columns = heads, m
     actual.layer_id, actual.layer_present = 3, 1
-    actual.query_tokens, actual.key_value_tokens, actual.physical_key_value_tokens = 1, 1, 256
-    actual.query_heads, actual.key_value_heads, actual.head_dim, actual.logical_batch = 32, 8, 128, 1
+    actual.query_tokens, actual.key_value_tokens, actual.physical_key_value_tokens = 1, 1, cells
+    actual.query_heads, actual.key_value_heads, actual.head_dim, actual.logical_batch = heads, kv_heads, dim, 1
     actual.causal = 1
     actual.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_NONE
     return actual

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from pytest_palw import sketch
+from pytest_palw.runtime import sketch
 
 M64 = (1 << 64) - 1
 
@@ -62,7 +62,7 @@ def test_lanes_and_elements_give_different_terms(abi):
 
 
 def test_host_sketch_module_sums_the_c_terms(abi):
-    """pytest_palw.sketch (the host recomputation from a read-back) agrees with the C terms."""
+    """pytest_palw.runtime.sketch (the host recomputation from a read-back) agrees with the C terms."""
     rng = np.random.default_rng(7)
     tile = rng.standard_normal((3, 37)).astype(np.float32)
     tile[1, 5] = np.float32("nan")

@@ -18,9 +18,9 @@ import subprocess
 
 import pytest
 
-from pytest_palw.binding.cdef import defined_functions
-from pytest_palw.binding.hostabi import HEADER, declared_functions
-from pytest_palw.binding.runtime_abi import GGML_CDEF
+from pytest_palw.runtime.binding.cdef import defined_functions
+from pytest_palw.runtime.binding.hostabi import HEADER, declared_functions
+from pytest_palw.runtime.binding.runtime_abi import GGML_CDEF
 from pytest_palw.paths import CONFORMANCE_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
 
 MODULE = CONFORMANCE_DIR / "test_producer_faults.py"
@@ -124,7 +124,7 @@ def test_ggml_functions_are_declared_by_ggml_backend(cases):
     manifest = api.find_manifest(variant="cpu")
     if manifest is None:
         pytest.skip("no CPU runtime built here: run `palw build` to check the ggml symbols the fault cases use")
-    from pytest_palw.runtime import RuntimeBuild
+    from pytest_palw.runtime.library import RuntimeBuild
 
     build = RuntimeBuild.locate(manifest.path)
     declarations = (build.source_dir / "ggml" / "include" / "ggml-backend.h").read_text()

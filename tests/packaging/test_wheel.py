@@ -30,7 +30,7 @@ TIMEOUT = 600
 SEED = "patches/llama.cpp-palw-full.patch"
 RUNTIME = "native/runtime-palw/cuda"
 # Where each repository directory lands inside the wheel (pyproject.toml's package-dir).
-IN_WHEEL = {"conformance": "pytest_palw/conformance", "fixtures": "pytest_palw/fixtures",
+IN_WHEEL = {"conformance": "pytest_palw/conformance", "fixtures": "pytest_palw/models",
             "native": "pytest_palw/native", "patches": "pytest_palw/patches"}
 
 
@@ -194,7 +194,7 @@ def test_a_build_whose_clone_is_gone_runs_on_the_installed_runtime(venv, env, el
     manifest["inputs"]["native"]["path"] = str(gone)
     copy = elsewhere / "palw-manifest.json"
     copy.write_text(json.dumps(manifest))
-    script = ("import sys; from pytest_palw.runtime import RuntimeBuild; "
+    script = ("import sys; from pytest_palw.runtime.library import RuntimeBuild; "
               "print(RuntimeBuild.locate(sys.argv[1]).runtime_dir)")
     runtime_dir = Path(run([venv / "python", "-c", script, copy], cwd=elsewhere, env=env).stdout.strip())
     assert not gone.exists() and Path(venv).parent.resolve() in runtime_dir.parents, runtime_dir

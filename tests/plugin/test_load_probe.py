@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_palw.errors import RuntimeLibraryError
-from pytest_palw.load_probe import probe_model_load, verdict
+from pytest_palw.runtime.load_probe import probe_model_load, verdict
 
 
 def test_a_child_killed_by_a_signal_is_named():
@@ -26,12 +26,12 @@ def test_the_real_cpu_runtime_loads_the_tiny_model():
     """The probe's child itself: it must load the model and exit 0 (a failed load exits 1, which
     probe_model_load leaves to the in-process load, so calling that alone would pass)."""
     from pytest_palw.build import api
-    from pytest_palw.fixtures.models import ensure_model
+    from pytest_palw.models.catalog import ensure_model
 
     manifest = api.find_manifest(variant="cpu")
     if manifest is None:
         pytest.skip("no CPU runtime built yet: run `palw build`")
-    result = subprocess.run([sys.executable, "-m", "pytest_palw.load_probe", str(manifest.path),
+    result = subprocess.run([sys.executable, "-m", "pytest_palw.runtime.load_probe", str(manifest.path),
                              str(ensure_model("tiny"))], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"the probe child could not load the tiny model:\n{result.stderr[-3000:]}"
 
@@ -51,7 +51,7 @@ def test_a_missing_model_is_not_mistaken_for_a_crash(tmp_path):
 CRASHING_CHILD = '''
 import sys
 
-import pytest_palw.load_probe as probe
+import pytest_palw.runtime.load_probe as probe
 
 # The probe's child dies of SIGSEGV, as a runtime with two C++ runtimes did under Python.
 probe.child_command = lambda location, model: [

@@ -96,8 +96,8 @@ def test_a_non_hex_kernel_digest_stops_the_session_in_one_line(pytester):
 
 def test_a_load_probe_timeout_is_one_line(tmp_path):
     from pytest_palw.build import api
-    from pytest_palw.fixtures.models import ensure_model
-    from pytest_palw.load_probe import probe_model_load
+    from pytest_palw.models.catalog import ensure_model
+    from pytest_palw.runtime.load_probe import probe_model_load
 
     manifest = api.find_manifest(variant="cpu")
     if manifest is None:

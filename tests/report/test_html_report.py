@@ -21,7 +21,7 @@ import pytest
 
 from pytest_palw import cli
 from pytest_palw.certificate import validate
-from pytest_palw.html_report import FAIL_COLOUR, render
+from pytest_palw.certificate.html import FAIL_COLOUR, render
 from pytest_palw.paths import CONFORMANCE_DIR
 
 CPU_CERTIFICATE = Path(__file__).with_name("data") / "cpu-certificate.json"

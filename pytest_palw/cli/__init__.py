@@ -6,12 +6,12 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
-from .errors import PalwError
+from pytest_palw import __version__
+from pytest_palw.errors import PalwError
 
 # Each has register(subparsers); a module not written yet is skipped, a broken one is not.
-COMMAND_MODULES = ("pytest_palw.build.commands", "pytest_palw.fixtures.commands",
-                   "pytest_palw.certify", "pytest_palw.mutants", "pytest_palw.report_command")
+COMMAND_MODULES = ("pytest_palw.build.commands", "pytest_palw.models.commands",
+                   "pytest_palw.cli.certify", "pytest_palw.cli.mutants", "pytest_palw.cli.report")
 
 
 def _command_modules():
@@ -50,7 +50,3 @@ def main(argv: list[str] | None = None) -> int:
 
 def _one_line(message: str) -> str:
     return " ".join(message.split())
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .errors import PalwError
-from .run import run_trace
-from .trace import TraceSession
+from pytest_palw.errors import PalwError
+from pytest_palw.runtime.run import run_trace
+from pytest_palw.runtime.caller import TraceCaller
 
 
 def _or_exit(produce):
@@ -18,7 +18,7 @@ def _or_exit(produce):
 
 @pytest.fixture(scope="session")
 def palw_session(request):
-    from .plugin import _session
+    from pytest_palw.plugin import _session
 
     return _session(request.config)
 
@@ -69,32 +69,32 @@ def palw_discovery(palw_session, palw_model):
     return palw_session.discovery
 
 
-@pytest.fixture
-def palw_producer(palw_session, palw_runtime, palw_discovery):
-    """Factory of TraceSessions (the caller side: approve / launch_accepted / fault callbacks).
-
-    ``palw_producer(version=2, reject_index=None)``; version 1 traces the 253 MMVQ launches.
+@pytest.fixture(scope="session")
+def palw_caller(palw_session, palw_runtime, palw_discovery):
+    """Factory of TraceCallers, the caller side of a trace (its approve / launch_accepted / fault
+    callbacks); each call makes a fresh one. ``palw_caller(version=2, reject_index=None,
+    candidates=None)``: version 1 traces the 253 MMVQ launches.
     """
 
-    def make(version: int = 2, reject_index: int | None = None, candidates=None) -> TraceSession:
+    def make(version: int = 2, reject_index: int | None = None, candidates=None) -> TraceCaller:
         if candidates is None:
             candidates = palw_discovery.candidates if version == 2 else palw_discovery.mmvq
-        return TraceSession(palw_runtime, candidates, version=version, reject_index=reject_index,
-                            digests=palw_session.kernel_digests)
+        return TraceCaller(palw_runtime, candidates, version=version, reject_index=reject_index,
+                           digests=palw_session.kernel_digests)
 
     return make
 
 
-def _positive_run(palw_session, palw_model, palw_producer, version: int):
+def _positive_run(palw_session, palw_model, palw_caller, version: int):
     context = palw_model.context()
     try:
-        run = run_trace(context, palw_producer(version=version), palw_session.token, keep_logits=True)
+        run = run_trace(context, palw_caller(version=version), palw_session.token, keep_logits=True)
     finally:
         context.free()
     if run.record_count:
         palw_session.fingerprints[f"v{version}"] = run.fingerprint
-    if version == 2 and run.session.infos.q4 is not None:
-        palw_session.kernel_infos.update(kernel_info_facts(palw_model.runtime, run.session.infos))
+    if version == 2 and run.caller.infos.q4 is not None:
+        palw_session.kernel_infos.update(kernel_info_facts(palw_model.runtime, run.caller.infos))
     return run
 
 
@@ -120,33 +120,21 @@ def kernel_info_facts(runtime, infos) -> dict:
 
 
 @pytest.fixture(scope="session")
-def palw_trace(palw_session, palw_model, palw_producer_session):
+def palw_trace(palw_session, palw_model, palw_caller):
     """A positive V2 (mixed, 361-launch) trace: records, encoded stream, fingerprint, diagnostics."""
-    return _positive_run(palw_session, palw_model, palw_producer_session, 2)
+    return _positive_run(palw_session, palw_model, palw_caller, 2)
 
 
 @pytest.fixture(scope="session")
-def palw_trace_v1(palw_session, palw_model, palw_producer_session):
+def palw_trace_v1(palw_session, palw_model, palw_caller):
     """A positive V1 (MMVQ-only, 253-launch) trace."""
-    return _positive_run(palw_session, palw_model, palw_producer_session, 1)
-
-
-@pytest.fixture(scope="session")
-def palw_producer_session(palw_session, palw_runtime, palw_discovery):
-    """palw_producer for session-scoped fixtures."""
-
-    def make(version: int = 2, reject_index: int | None = None):
-        candidates = palw_discovery.candidates if version == 2 else palw_discovery.mmvq
-        return TraceSession(palw_runtime, candidates, version=version, reject_index=reject_index,
-                            digests=palw_session.kernel_digests)
-
-    return make
+    return _positive_run(palw_session, palw_model, palw_caller, 1)
 
 
 @pytest.fixture(scope="session")
 def palw_cpu_reference(palw_session, palw_model):
     """Discovery + the smoke's approve logic + host sketches -> V3 records, without a producer."""
-    from .reference import cpu_reference_trace
+    from pytest_palw.runtime.reference import cpu_reference_trace
 
     trace = cpu_reference_trace(palw_model, palw_session.token, palw_session.kernel_digests)
     palw_session.fingerprints["reference"] = trace.fingerprint

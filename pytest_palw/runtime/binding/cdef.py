@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..errors import ToolMissingError
+from pytest_palw.errors import ToolMissingError
 
 _INT_MACRO = re.compile(r"#define (PALW_\w+) (\(?\s*(?:0x[0-9a-fA-F]+|\d+)[uUlL]*\s*\)?)$")
 _FUNCTION_NAME = re.compile(r"(\w+)\s*\([^()]*(?:\([^()]*\)[^()]*)*\)\s*;\s*$", re.S)

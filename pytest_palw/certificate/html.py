@@ -16,9 +16,9 @@ from pathlib import Path
 
 import jinja2
 
-from .certificate import SCHEMA_NAME
-from .errors import PalwError
-from .paths import CONFORMANCE_DIR
+from pytest_palw.certificate import SCHEMA_NAME
+from pytest_palw.errors import PalwError
+from pytest_palw.paths import CONFORMANCE_DIR
 
 TEMPLATE = "report.html.j2"
 FAIL_COLOUR = "#c62828"  # the one failure colour: banner, failing cells, failure list
@@ -55,9 +55,9 @@ def _outcome(case: dict) -> str:
 
 def _launch_table(model: dict | None):
     """The suite's own launch table for the certificate's model widths (else full topology)."""
-    from .fixtures.launch_table import expected_launches
-    from .fixtures.profiles import PROFILES
-    from .profile import ModelProfile
+    from pytest_palw.models.launch_table import expected_launches
+    from pytest_palw.models.profiles import PROFILES
+    from pytest_palw.runtime.model_check import ModelProfile
 
     profile = PROFILES["full"]
     fields = (model or {}).get("profile") or {}
@@ -187,7 +187,7 @@ def _columns(cells: list[dict]) -> list[tuple[str, list[dict]]]:
 
 def render(document: dict) -> str:
     """The HTML page of one certificate document (as written by `palw certify`)."""
-    environment = jinja2.Environment(loader=jinja2.PackageLoader("pytest_palw", "templates"),
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("pytest_palw.certificate", "templates"),
                                      autoescape=True, trim_blocks=True, lstrip_blocks=True,
                                      undefined=jinja2.ChainableUndefined)
     environment.filters["fact"] = _fact

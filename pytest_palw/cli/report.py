@@ -14,7 +14,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from .html_report import write_report
+    from pytest_palw.certificate.html import write_report
 
     out = write_report(args.certificate, args.output)
     print(f"palw: report {out}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import struct
 
-from .codec import FNV64_OFFSET, fnv1a64
+from pytest_palw.runtime.codec import FNV64_OFFSET, fnv1a64
 
 # Domain strings, verbatim from tools/palw-mmvq-smoke/palw-mmvq-smoke.cpp.
 OPERATION_V1 = "misaka.palw.diagnostic.operation.v1"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .callbacks import CallbackOwner
+from pytest_palw.runtime.callbacks import CallbackOwner
+from pytest_palw.runtime.model_check import AttentionGeometry
 
 STAGE_NONE, STAGE_QK, STAGE_SOFTMAX, STAGE_PV = 0, 1, 2, 3
 STAGE_CLASS = {STAGE_QK: "attention_qk", STAGE_SOFTMAX: "attention_softmax", STAGE_PV: "attention_pv"}
@@ -36,25 +37,18 @@ class Candidate:
     kind: int
     quantization: int
     attention_stage: int
+    attention: AttentionGeometry | None = None  # the decode's attention geometry, for a stage
 
     @property
     def is_mmvq(self) -> bool:
         return self.attention_stage == STAGE_NONE
 
 
-@dataclass(frozen=True)
-class Node:
-    op: str
-    name: str
-    type: str
-    shape: tuple[int, int, int, int]
-
-
 @dataclass(repr=False)
 class Discovery(CallbackOwner):
     runtime: object = None
+    attention: AttentionGeometry | None = None  # the model's (Model.profile.attention)
     candidates: list[Candidate] = field(default_factory=list)
-    nodes: list[Node] = field(default_factory=list)
     attention_seen: int = 0
     failed: bool = False
 
@@ -67,7 +61,6 @@ class Discovery(CallbackOwner):
     def on_eval(self, tensor, ask: bool) -> bool:
         if not ask or tensor == self._ffi.NULL:
             return False
-        self.nodes.append(self._node(tensor))
         if self.failed:
             return False
         stage = self._attention_stage(tensor)
@@ -81,11 +74,6 @@ class Discovery(CallbackOwner):
     def _string(self, pointer) -> str:
         return self._ffi.string(pointer).decode("utf-8", "replace")
 
-    def _node(self, t) -> Node:
-        lib = self._lib
-        return Node(self._string(lib.ggml_op_name(t.op)), self._string(t.name),
-                    self._string(lib.ggml_type_name(t.type)), tuple(int(t.ne[i]) for i in range(4)))
-
     def _is_quantized_matmul(self, t) -> bool:
         lib = self._lib
         return (t.op in (lib.GGML_OP_MUL_MAT, lib.GGML_OP_MUL_MAT_ID) and t.src[0] != self._ffi.NULL
@@ -95,19 +83,20 @@ class Discovery(CallbackOwner):
         lib, null = self._lib, self._ffi.NULL
         if t.type != lib.GGML_TYPE_F32 or t.src[0] == null:
             return STAGE_NONE
+        a = self.attention
         ne = [int(t.ne[i]) for i in range(4)]
         if (t.op == lib.GGML_OP_SOFT_MAX and t.src[0].type == lib.GGML_TYPE_F32
                 and t.src[1] != null and t.src[1].type == lib.GGML_TYPE_F32 and t.src[2] == null
-                and ne == [256, 1, 32, 1]):
+                and ne == [a.kv_cells, 1, a.query_heads, 1]):
             return STAGE_SOFTMAX
         src0 = t.src[0]
         if (t.op != lib.GGML_OP_MUL_MAT or src0.type != lib.GGML_TYPE_F16 or t.src[1] == null
-                or t.src[1].type != lib.GGML_TYPE_F32 or ne[1:] != [1, 32, 1]
-                or src0.ne[2] != 8 or src0.ne[3] != 1):
+                or t.src[1].type != lib.GGML_TYPE_F32 or ne[1:] != [1, a.query_heads, 1]
+                or src0.ne[2] != a.key_value_heads or src0.ne[3] != 1):
             return STAGE_NONE
-        if src0.ne[0] == 128 and src0.ne[1] == 256 and ne[0] == 256:
+        if src0.ne[0] == a.head_dim and src0.ne[1] == a.kv_cells and ne[0] == a.kv_cells:
             return STAGE_QK
-        if src0.ne[0] == 256 and src0.ne[1] == 128 and ne[0] == 128:
+        if src0.ne[0] == a.kv_cells and src0.ne[1] == a.head_dim and ne[0] == a.head_dim:
             return STAGE_PV
         return STAGE_NONE
 
@@ -120,10 +109,11 @@ class Discovery(CallbackOwner):
         self.candidates.append(Candidate(
             index=len(self.candidates), klass=STAGE_CLASS[stage], layer=self.attention_seen // 3,
             node=self._string(t.name), weight=None, weight_data=0, m=m, n=1,
-            k=1 if stage == STAGE_SOFTMAX else int(t.src[0].ne[0]), batch=32, output_rows=32,
-            output_columns=m,
+            k=1 if stage == STAGE_SOFTMAX else int(t.src[0].ne[0]), batch=self.attention.query_heads,
+            output_rows=self.attention.query_heads, output_columns=m,
             kind=lib.PALW_CUDA_TRACE_ATTENTION if stage == STAGE_SOFTMAX else lib.PALW_CUDA_TRACE_GEMM,
-            quantization=lib.PALW_CUDA_TRACE_QUANTIZATION_NONE, attention_stage=stage))
+            quantization=lib.PALW_CUDA_TRACE_QUANTIZATION_NONE, attention_stage=stage,
+            attention=self.attention))
         self.attention_seen += 1
 
     def _add_mmvq(self, t) -> None:
@@ -164,7 +154,7 @@ class Discovery(CallbackOwner):
 
 def discover(model, token: int) -> Discovery:
     """Decode ``token`` once on a fresh pinned context with the discovery callback."""
-    discovery = Discovery(runtime=model.runtime)
+    discovery = Discovery(runtime=model.runtime, attention=model.profile.attention)
     with model.context(eval_owner=discovery) as context:
         status = context.decode(token)
     if status != 0:

@@ -16,12 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import RuntimeLibraryError
+from pytest_palw.errors import RuntimeLibraryError
 
 
 def child_command(location: Path, model: Path) -> list[str]:
     """The probe's child: this module's main() in a fresh interpreter."""
-    return [sys.executable, "-m", "pytest_palw.load_probe", str(location), str(model)]
+    return [sys.executable, "-m", "pytest_palw.runtime.load_probe", str(location), str(model)]
 
 
 class LoadProbe:
@@ -71,7 +71,7 @@ def verdict(returncode: int, location: Path, model: Path) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from .runtime import Runtime, RuntimeBuild
+    from pytest_palw.runtime.library import Runtime, RuntimeBuild
 
     runtime = Runtime(RuntimeBuild.locate(Path(argv[0])))
     runtime.load_model(Path(argv[1])).free()

@@ -7,6 +7,7 @@ model params in its main), so a trace driven from Python is the trace the smoke 
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import threading
 from contextlib import contextmanager
@@ -15,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .binding.llama import load_llama_cpp
-from .binding.runtime_abi import RuntimeLayout, load_runtime_abi
-from .callbacks import eval_callback_address, install
-from .errors import ModelProfileError, RuntimeLibraryError
+from pytest_palw.runtime.binding.llama import load_llama_cpp
+from pytest_palw.runtime.binding.runtime_abi import RuntimeLayout, load_runtime_abi
+from pytest_palw.runtime.callbacks import eval_callback_address, install
+from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
 
 MANIFEST_NAME = "palw-manifest.json"
 CONTEXT_TOKENS = 512  # the smoke's CONTEXT_TOKENS
@@ -81,7 +82,7 @@ def recorded_runtime_dir(native: dict) -> Path:
     recorded = Path(native["path"])
     if recorded.is_dir() or not native.get("sha256"):
         return recorded
-    from .build.plan import native_runtime
+    from pytest_palw.build.plan import native_runtime
 
     installed = native_runtime()
     return installed.path if installed.sha256 == native["sha256"] else recorded
@@ -135,11 +136,6 @@ class Runtime:
         self.llama.llama_backend_init()
 
     # --- backends -------------------------------------------------------------
-    def backend_names(self) -> list[str]:
-        lib, ffi = self.lib, self.ffi
-        return [ffi.string(lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i))).decode()
-                for i in range(lib.ggml_backend_reg_count())]
-
     def palw_backend_reg(self):
         """The backend registry exposing the PALW V2 bind proc (CUDA), or None."""
         lib, ffi = self.lib, self.ffi
@@ -190,6 +186,13 @@ class Model:
         llama = runtime.llama
         self.vocab = llama.llama_model_get_vocab(pointer)
         self.n_vocab = llama.llama_vocab_n_tokens(self.vocab)
+
+    @functools.cached_property
+    def profile(self):
+        """The GGUF's profile (model_check.read_profile): its attention geometry and widths."""
+        from pytest_palw.runtime.model_check import read_profile
+
+        return read_profile(self.path)
 
     def meta(self, key: str) -> str | None:
         buffer = ctypes.create_string_buffer(256)

@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import identities as ids
-from .codec import encode_record, fingerprint
-from .discovery import STAGE_NONE, STAGE_PV, STAGE_QK, STAGE_SOFTMAX, Discovery
-from .sketch import sketch, tile_from_buffer
-from .trace import TraceSession
+from pytest_palw.runtime import identities as ids
+from pytest_palw.runtime.codec import encode_stream, fingerprint
+from pytest_palw.runtime.discovery import STAGE_NONE, STAGE_PV, STAGE_QK, STAGE_SOFTMAX, Discovery
+from pytest_palw.runtime.model_check import AttentionGeometry
+from pytest_palw.runtime.sketch import sketch, tile_from_buffer
+from pytest_palw.runtime.templates import attention_dimensions
+from pytest_palw.runtime.caller import TraceCaller
+from pytest_palw.runtime.run import encode_each
 
 CPU_REFERENCE_DOMAIN = "pytest-palw.cpu_reference.v1"
 
@@ -70,7 +73,8 @@ def reference_run(model, token: int, build_associations: bool = False) -> Refere
 def _decoded(model, token: int, build_associations: bool):
     """The reference decode, its context kept open: the associations' operation tokens are the
     graph's tensors, which live only as long as the context (approve reads their names)."""
-    run = ReferenceRun(runtime=model.runtime, build_associations=build_associations)
+    run = ReferenceRun(runtime=model.runtime, attention=model.profile.attention,
+                       build_associations=build_associations)
     with model.context(eval_owner=run) as context:
         run.decode_status = context.decode(token)
         run.logits = context.logits() if run.decode_status == 0 else None
@@ -121,13 +125,15 @@ def association_v2(runtime, tensor, candidate):
     actual.layer_id = int(layer.group(1)) if layer else 0
     actual.layer_present = 1
     actual.query_tokens = actual.key_value_tokens = 1
-    actual.physical_key_value_tokens = 256
-    actual.query_heads, actual.key_value_heads, actual.head_dim, actual.logical_batch = 32, 8, 128, 1
+    a = candidate.attention
+    actual.physical_key_value_tokens = a.kv_cells
+    actual.query_heads, actual.key_value_heads, actual.head_dim = a.query_heads, a.key_value_heads, a.head_dim
+    actual.logical_batch = 1
     actual.causal = 1
     actual.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_NONE
     actual.n = 1
-    actual.batch = 32
-    actual.output_rows = 32
+    actual.batch = a.query_heads
+    actual.output_rows = a.query_heads
     actual.m = int(tensor.ne[0])
     if stage == STAGE_QK:
         actual.k = int(tensor.src[0].ne[0])
@@ -149,15 +155,8 @@ def association_v2(runtime, tensor, candidate):
 
 # -- stand-in kernel infos: a CPU runtime has no kernels to describe ---------------------------------
 
-_ATTENTION_DIMENSIONS = {  # the patch's fixed launch geometry per stage (mmvf.cu, softmax.cu)
-    STAGE_QK: (256, 32, 1, 64, 1, 1, 128),
-    STAGE_SOFTMAX: (1, 32, 1, 256, 1, 1, (256 + 32) * 4),
-    STAGE_PV: (128, 32, 1, 128, 1, 1, 128),
-}
-
-
-def cpu_reference_infos(runtime, session: TraceSession) -> None:
-    """Fill ``session.infos`` with derived identities; binding attributes are 1 (no kernel)."""
+def cpu_reference_infos(runtime, caller: TraceCaller, a: AttentionGeometry) -> None:
+    """Fill ``caller.infos`` with derived identities; binding attributes are 1 (no kernel)."""
     ffi, lib = runtime.ffi, runtime.lib
 
     def identity(target, klass: str) -> None:
@@ -168,7 +167,7 @@ def cpu_reference_infos(runtime, session: TraceSession) -> None:
         info.sm_arch = info.binary_version = info.ptx_version = info.num_regs = 1
         info.max_threads_per_block = 1
 
-    infos = session.infos
+    infos = caller.infos
     for name, quantization in (("q4", lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K),
                                ("q6", lib.PALW_CUDA_TRACE_QUANTIZATION_Q6_K)):
         info = ffi.new("palw_cuda_llama_mmvq_kernel_info_v1 *")
@@ -190,15 +189,15 @@ def cpu_reference_infos(runtime, session: TraceSession) -> None:
         attributes(info)
         d = info.dimensions
         (d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z,
-         d.dynamic_shared_memory_bytes) = _ATTENTION_DIMENSIONS[stage]
-        info.output_row_stride = 256 if stage != STAGE_PV else 128
+         d.dynamic_shared_memory_bytes) = attention_dimensions(stage, a)
+        info.output_row_stride = a.kv_cells if stage != STAGE_PV else a.head_dim
         setattr(infos, name, info)
 
 
 @dataclass(repr=False)
 class CpuReferenceTrace:
     reference: ReferenceRun
-    session: TraceSession
+    caller: TraceCaller
     statuses: list[int]
     records: object  # cffi palw_cuda_trace_record_v3[]
     python_stream: bytes = b""
@@ -214,35 +213,26 @@ def cpu_reference_trace(model, token: int, digests: dict[str, bytes]) -> CpuRefe
     runtime = model.runtime
     ffi = runtime.ffi
     with _decoded(model, token, build_associations=True) as reference:
-        session = TraceSession(runtime, reference.candidates, version=2, digests=digests)
-        cpu_reference_infos(runtime, session)
+        caller = TraceCaller(runtime, reference.candidates, version=2, digests=digests)
+        cpu_reference_infos(runtime, caller, model.profile.attention)
         count = len(reference.candidates)
         records = ffi.new("palw_cuda_trace_record_v3[]", max(count, 1))
         statuses = []
         expected = ffi.new("palw_cuda_producer_launch_v3 *")
         for index, (actual, lanes) in enumerate(zip(reference.associations, reference.sketches())):
-            statuses.append(int(session.approve_v2(actual, expected)))
+            statuses.append(int(caller.approve_v2(actual, expected)))
             record = records[index]
             ffi.memmove(ffi.addressof(record), ffi.addressof(expected.semantic_template),
                         ffi.sizeof("palw_cuda_trace_record_v3"))
             for lane, value in enumerate(lanes):
                 record.base.base.sketch[lane] = value
-    trace = CpuReferenceTrace(reference, session, statuses, records)
-    trace.python_stream = b"".join(encode_record(records[i]) for i in range(count))
+    trace = CpuReferenceTrace(reference, caller, statuses, records)
+    trace.python_stream = encode_stream(records[i] for i in range(count))
     trace.c_stream = host_encode(runtime, [records[i] for i in range(count)])
     return trace
 
 
 def host_encode(runtime, records) -> bytes | None:
     """record_codec.cpp as compiled into the binding (the runtime's copy needs a CUDA backend)."""
-    ffi, lib = runtime.ffi, runtime.lib
-    if not hasattr(lib, "palw_cuda_trace_encode_record_v3"):
-        return None
-    size = lib.PALW_CUDA_TRACE_RECORD_ENCODED_SIZE_V3
-    out = ffi.new("uint8_t[]", size)
-    chunks = []
-    for record in records:
-        if lib.palw_cuda_trace_encode_record_v3(ffi.addressof(record), out, size) != lib.PALW_CUDA_TRACE_OK:
-            return None
-        chunks.append(bytes(ffi.buffer(out, size)))
-    return b"".join(chunks)
+    encode = getattr(runtime.lib, "palw_cuda_trace_encode_record_v3", None)
+    return None if encode is None else encode_each(runtime, encode, records)

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import RuntimeLibraryError
+from pytest_palw.errors import RuntimeLibraryError
 
 REQUIRED_VERSION = "0.3.34"
 

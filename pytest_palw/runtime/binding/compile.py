@@ -12,8 +12,8 @@ from pathlib import Path
 
 import cffi
 
-from ..errors import ToolMissingError
-from ..paths import cache_dir
+from pytest_palw.errors import ToolMissingError
+from pytest_palw.paths import cache_dir
 
 
 @contextmanager

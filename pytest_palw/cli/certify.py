@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .paths import CONFORMANCE_DIR, PACKAGE_DIR
+from pytest_palw.paths import CONFORMANCE_DIR, PACKAGE_DIR
 
 # The plugins a certification runs with, and no others: a plugin the host happens to have (a
 # reordering or reseeding one, a coverage tracer) would change what is certified, and each one is
@@ -54,7 +54,7 @@ def run(args) -> int:
               "so nothing is certified")
         return code or 1
     verdict = json.loads(certificate.read_text())["verdict"]
-    from .html_report import write_report
+    from pytest_palw.certificate.html import write_report
 
     page = write_report(certificate)
     print(f"palw: certificate {certificate}: {'CERTIFIED' if verdict['certified'] else 'not certified'} "

@@ -51,9 +51,9 @@ def install(abi) -> None:
             target = owner(user_data)
             target.guard(getattr(target, f"launch_accepted_{_v}"), None, actual, expected)
 
-        def fault(user_data, status, fault_code, actual, _v=version):
+        def fault(user_data, status, fault_code, actual):
             target = owner(user_data)
-            target.guard(getattr(target, f"fault_{_v}"), None, status, fault_code, actual)
+            target.guard(target.fault, None, status, fault_code, actual)
 
         ffi.def_extern(name=f"palw_py_approve_{version}")(approve)
         ffi.def_extern(name=f"palw_py_launch_accepted_{version}")(launch_accepted)

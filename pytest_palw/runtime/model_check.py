@@ -10,15 +10,33 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .build.digests import remembered
-from .errors import ModelProfileError
+from pytest_palw.build.digests import remembered
+from pytest_palw.errors import ModelProfileError
+
+# The one-token KV view the patch pads to (QWEN_KV_PADDING): KV cells of every attention stage.
+KV_CELLS = 256
+
+
+@dataclass(frozen=True)
+class AttentionGeometry:
+    """The attention shapes of a one-token decode: what discovery matches, what an approved
+    attention launch and its record carry. Read from the model (``ModelProfile.attention``)."""
+
+    query_heads: int
+    key_value_heads: int
+    head_dim: int
+    kv_cells: int = KV_CELLS
+
+
+# The Qwen3-8B geometry the trace is pinned to (the header of a pinned model has these).
+PINNED_ATTENTION = AttentionGeometry(query_heads=32, key_value_heads=8, head_dim=128)
 
 EXPECTED = {
     "architecture": "qwen3",
     "n_layer": 36,
-    "n_head": 32,
-    "n_head_kv": 8,
-    "head_dim": 128,
+    "n_head": PINNED_ATTENTION.query_heads,
+    "n_head_kv": PINNED_ATTENTION.key_value_heads,
+    "head_dim": PINNED_ATTENTION.head_dim,
     "file_type": 15,  # LLAMA_FTYPE_MOSTLY_Q4_K_M
     "q4_k": 216,
     "q6_k": 37,
@@ -48,6 +66,10 @@ class ModelProfile:
     def q6_k(self) -> int:
         return sum(1 for t in self.weight_types.values() if t == "Q6_K")
 
+    @property
+    def attention(self) -> AttentionGeometry:
+        return AttentionGeometry(self.n_head, self.n_head_kv, self.head_dim)
+
     def mismatches(self) -> list[str]:
         found = {name: getattr(self, name) for name in EXPECTED}
         return [f"{name} {found[name]} (expected {want})" for name, want in EXPECTED.items()
@@ -55,7 +77,7 @@ class ModelProfile:
 
     def table_profile(self):
         """The launch-table profile (fixtures.profiles.Profile) of this model's widths."""
-        from .fixtures.profiles import Profile
+        from pytest_palw.models.profiles import Profile
 
         return Profile(self.path.name, n_embd=self.n_embd, n_ff=self.n_ff, n_vocab=self.n_vocab,
                        n_ctx_train=0)

@@ -12,9 +12,9 @@ import os
 import re
 from pathlib import Path
 
-from ..paths import NATIVE_RUNTIME_DIR
-from .cdef import defined_functions, header_cdef
-from .compile import build_extension
+from pytest_palw.paths import NATIVE_RUNTIME_DIR
+from pytest_palw.runtime.binding.cdef import defined_functions, header_cdef
+from pytest_palw.runtime.binding.compile import build_extension
 
 # $PALW_HOST_ABI_DIR: a (mutated) copy of runtime-palw/cuda for `palw mutants --tier cpu`; it
 # changes this host module only, never what `palw build` compiles.

@@ -7,11 +7,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
+from pytest_palw import __version__
 
 SCHEMA_NAME = "pytest-palw.certificate"
 SCHEMA_VERSION = 1
-SCHEMA_PATH = Path(__file__).with_name("certificate.schema.json")
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
 # Tiers whose claims belong to another platform (the Metal hook): skipped, not disqualifying.
 NOT_CERTIFIED_HERE = ("metal",)
 

@@ -6,11 +6,12 @@ attach -> kernel info -> decode -> unbind -> diagnostics -> (finalize -> diagnos
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .codec import encode_record, fingerprint
-from .discovery import STAGE_PV, STAGE_QK, STAGE_SOFTMAX
-from .trace import TraceSession
+from pytest_palw.runtime.codec import encode_stream, fingerprint
+from pytest_palw.runtime.discovery import STAGE_PV, STAGE_QK, STAGE_SOFTMAX
+from pytest_palw.runtime.model_check import AttentionGeometry
+from pytest_palw.runtime.caller import TraceCaller
 
 
 @dataclass
@@ -24,7 +25,7 @@ class Diagnostics:
 
 @dataclass(repr=False)
 class TraceRun:
-    session: TraceSession
+    caller: TraceCaller
     attach_status: int
     info_status: int | None = None
     decode_status: int | None = None
@@ -52,7 +53,7 @@ def diagnostics(runtime, context) -> Diagnostics:
     return Diagnostics(int(status), int(out[0][0]), int(out[0][1]), int(out[1][0]), int(out[2][0]))
 
 
-def synthetic_attention(runtime, stage: int, keepalive: list):
+def synthetic_attention(runtime, stage: int, keepalive: list, a: AttentionGeometry):
     """The smoke's make_synthetic_attention: an association used only to query kernel info."""
     ffi, lib = runtime.ffi, runtime.lib
     allocations = ffi.new("int[3]")
@@ -61,23 +62,25 @@ def synthetic_attention(runtime, stage: int, keepalive: list):
     actual.abi_version = lib.PALW_CUDA_LLAMA_TRACE_ASSOCIATION_ABI_VERSION_V2
     actual.struct_size = ffi.sizeof("palw_cuda_llama_trace_association_v2")
     actual.operation_token = allocations
-    actual.n, actual.batch, actual.output_rows = 1, 32, 32
+    actual.n, actual.batch, actual.output_rows = 1, a.query_heads, a.query_heads
     actual.query_tokens = actual.key_value_tokens = 1
-    actual.physical_key_value_tokens = 256
-    actual.query_heads, actual.key_value_heads, actual.head_dim, actual.logical_batch = 32, 8, 128, 1
+    actual.physical_key_value_tokens = a.kv_cells
+    actual.query_heads, actual.key_value_heads, actual.head_dim = a.query_heads, a.key_value_heads, a.head_dim
+    actual.logical_batch = 1
     actual.attention_stage = stage
     actual.kind = lib.PALW_CUDA_TRACE_ATTENTION if stage == STAGE_SOFTMAX else lib.PALW_CUDA_TRACE_GEMM
     actual.layer_present = 1
     actual.phase = lib.PALW_CUDA_TRACE_PREFILL
     actual.causal = 1
     f16, f32 = lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F16, lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F32
+    cells, heads, kv_heads, dim = a.kv_cells, a.query_heads, a.key_value_heads, a.head_dim
     shapes = {  # stage: (m, k, precision, src0, src1, dst) with views (type, ne)
-        STAGE_QK: (256, 128, lib.PALW_CUDA_LLAMA_WORK_PRECISION_F32,
-                   (f16, (128, 256, 8, 1)), (f32, (128, 1, 32, 1)), (f32, (256, 1, 32, 1))),
-        STAGE_SOFTMAX: (256, 1, lib.PALW_CUDA_LLAMA_WORK_PRECISION_F32,
-                        (f32, (256, 1, 32, 1)), (f32, (256, 1, 1, 1)), (f32, (256, 1, 32, 1))),
-        STAGE_PV: (128, 256, lib.PALW_CUDA_LLAMA_WORK_PRECISION_DEFAULT,
-                   (f16, (256, 128, 8, 1)), (f32, (256, 1, 32, 1)), (f32, (128, 1, 32, 1))),
+        STAGE_QK: (cells, dim, lib.PALW_CUDA_LLAMA_WORK_PRECISION_F32,
+                   (f16, (dim, cells, kv_heads, 1)), (f32, (dim, 1, heads, 1)), (f32, (cells, 1, heads, 1))),
+        STAGE_SOFTMAX: (cells, 1, lib.PALW_CUDA_LLAMA_WORK_PRECISION_F32,
+                        (f32, (cells, 1, heads, 1)), (f32, (cells, 1, 1, 1)), (f32, (cells, 1, heads, 1))),
+        STAGE_PV: (dim, cells, lib.PALW_CUDA_LLAMA_WORK_PRECISION_DEFAULT,
+                   (f16, (cells, dim, kv_heads, 1)), (f32, (cells, 1, heads, 1)), (f32, (dim, 1, heads, 1))),
     }
     m, k, precision, src0, src1, dst = shapes[stage]
     actual.m, actual.k, actual.output_columns, actual.precision = m, k, m, precision
@@ -95,10 +98,10 @@ def synthetic_attention(runtime, stage: int, keepalive: list):
     return actual
 
 
-def query_kernel_infos(runtime, context, session: TraceSession) -> int:
+def query_kernel_infos(runtime, context, caller: TraceCaller) -> int:
     """The smoke's kernel-info block; returns PALW_CUDA_TRACE_OK or the first failing status."""
     ffi, lib = runtime.ffi, runtime.lib
-    infos = session.infos
+    infos = caller.infos
     infos.q4 = ffi.new("palw_cuda_llama_mmvq_kernel_info_v1 *")
     infos.q6 = ffi.new("palw_cuda_llama_mmvq_kernel_info_v1 *")
     for info, quantization in ((infos.q4, lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K),
@@ -108,14 +111,14 @@ def query_kernel_infos(runtime, context, session: TraceSession) -> int:
             return status
         if not lib.palw_cuda_llama_mmvq_kernel_info_is_compatible_v1(info):
             return lib.PALW_CUDA_TRACE_IDENTITY_MISMATCH
-    if session.version == 1:
+    if caller.version == 1:
         return lib.PALW_CUDA_TRACE_OK
     keepalive: list = []
     for stage, name in ((STAGE_QK, "qk"), (STAGE_SOFTMAX, "softmax"), (STAGE_PV, "pv")):
         info = ffi.new("palw_cuda_llama_attention_kernel_info_v1 *")
         setattr(infos, name, info)
         status = lib.llama_palw_cuda_trace_attention_kernel_info(
-            context.cptr, synthetic_attention(runtime, stage, keepalive), info)
+            context.cptr, synthetic_attention(runtime, stage, keepalive, context.model.profile.attention), info)
         if status != lib.PALW_CUDA_TRACE_OK:
             return status
     infos.collector = ffi.new("palw_cuda_producer_grouped_capture_info_v3 *")
@@ -131,15 +134,15 @@ def query_kernel_infos(runtime, context, session: TraceSession) -> int:
     return lib.PALW_CUDA_TRACE_OK
 
 
-def run_trace(context, session: TraceSession, token: int, *, keep_logits: bool = False) -> TraceRun:
+def run_trace(context, caller: TraceCaller, token: int, *, keep_logits: bool = False) -> TraceRun:
     runtime = context.model.runtime
     ffi, lib = runtime.ffi, runtime.lib
-    attach = lib.llama_palw_cuda_trace_attach_v2 if session.version == 2 else lib.llama_palw_cuda_trace_attach
-    run = TraceRun(session, int(attach(context.cptr, session.request.expected_launch_count, session.request)))
+    attach = lib.llama_palw_cuda_trace_attach_v2 if caller.version == 2 else lib.llama_palw_cuda_trace_attach
+    run = TraceRun(caller, int(attach(context.cptr, caller.request.expected_launch_count, caller.request)))
     if run.attach_status != lib.PALW_CUDA_TRACE_OK:
         return run
     accepted = ffi.new("uint64_t *")
-    run.info_status = int(query_kernel_infos(runtime, context, session))
+    run.info_status = int(query_kernel_infos(runtime, context, caller))
     if run.info_status != lib.PALW_CUDA_TRACE_OK:
         run.unbind_status = int(lib.llama_palw_cuda_trace_unbind(context.cptr, accepted))
         run.destroy_status = int(lib.llama_palw_cuda_trace_destroy(context.cptr))
@@ -150,14 +153,14 @@ def run_trace(context, session: TraceSession, token: int, *, keep_logits: bool =
     run.unbind_status = int(lib.llama_palw_cuda_trace_unbind(context.cptr, accepted))
     run.accepted = int(accepted[0])
     run.before_finalize = diagnostics(runtime, context)
-    if session.reject_index is None:
-        capacity = session.request.expected_launch_count
+    if caller.reject_index is None:
+        capacity = caller.request.expected_launch_count
         run.records = ffi.new("palw_cuda_trace_record_v3[]", capacity)
         run.finalize_status = int(lib.llama_palw_cuda_trace_finalize(context.cptr, run.records, capacity))
         run.after_finalize = diagnostics(runtime, context)
         if run.finalize_status == lib.PALW_CUDA_TRACE_OK:
             run.record_count = run.after_finalize.committed
-            run.python_stream = b"".join(encode_record(run.records[i]) for i in range(run.record_count))
+            run.python_stream = encode_stream(run.records[i] for i in range(run.record_count))
             run.c_stream = c_encode(runtime, [run.records[i] for i in range(run.record_count)])
     run.destroy_status = int(lib.llama_palw_cuda_trace_destroy(context.cptr))
     return run
@@ -166,15 +169,18 @@ def run_trace(context, session: TraceSession, token: int, *, keep_logits: bool =
 def c_encode(runtime, records) -> bytes | None:
     """The runtime's own codec (backend API encode_record), or None without a CUDA backend."""
     api = runtime.backend_api()
-    if api is None:
-        return None
-    ffi = runtime.ffi
-    size = runtime.lib.PALW_CUDA_TRACE_RECORD_ENCODED_SIZE_V3
+    return None if api is None else encode_each(runtime, api.encode_record, records)
+
+
+def encode_each(runtime, encode, records) -> bytes | None:
+    """The records through a C ``encode(record *, out, size)`` of the codec, concatenated; None if
+    it refuses one."""
+    ffi, lib = runtime.ffi, runtime.lib
+    size = lib.PALW_CUDA_TRACE_RECORD_ENCODED_SIZE_V3
     out = ffi.new("uint8_t[]", size)
     chunks = []
     for record in records:
-        status = api.encode_record(ffi.addressof(record), out, size)
-        if status != runtime.lib.PALW_CUDA_TRACE_OK:
+        if encode(ffi.addressof(record), out, size) != lib.PALW_CUDA_TRACE_OK:
             return None
         chunks.append(bytes(ffi.buffer(out, size)))
     return b"".join(chunks)

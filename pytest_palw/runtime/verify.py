@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .discovery import STAGE_NONE, Candidate
+from pytest_palw.runtime.discovery import STAGE_NONE, Candidate
 
 
 def _id(ffi, array) -> bytes:
@@ -38,16 +38,17 @@ def record_mismatches(ffi, record, index: int, expected: Candidate, infos, lib) 
                        "sublaunch_count": (record.sublaunch_count, 1)})
     else:
         info = infos.attention(expected.attention_stage)
-        d = info.dimensions
+        d, a = info.dimensions, expected.attention
         checks.update({
             "layer_present": (record.layer_present, 1), "layer_id": (base.layer_id, expected.layer),
             "attention_group_present": (record.attention_group_present, 1),
             "attention_stage": (record.attention_stage, expected.attention_stage),
             "sublaunch_index": (record.sublaunch_index + 1, expected.attention_stage),
-            "sublaunch_count": (record.sublaunch_count, 3), "query_heads": (record.query_heads, 32),
-            "key_value_heads": (record.key_value_heads, 8), "head_dim": (record.head_dim, 128),
-            "logical_batch": (record.logical_batch, 1),
-            "physical_key_value_tokens": (record.physical_key_value_tokens, 256),
+            "sublaunch_count": (record.sublaunch_count, 3),
+            "query_heads": (record.query_heads, a.query_heads),
+            "key_value_heads": (record.key_value_heads, a.key_value_heads),
+            "head_dim": (record.head_dim, a.head_dim), "logical_batch": (record.logical_batch, 1),
+            "physical_key_value_tokens": (record.physical_key_value_tokens, a.kv_cells),
             "grid_x": (record.grid_x, d.grid_x), "grid_y": (record.grid_y, d.grid_y),
             "block_x": (record.block_x, d.block_x),
         })

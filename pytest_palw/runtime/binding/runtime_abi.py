@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import RuntimeLibraryError
-from .cdef import defined_functions, header_cdef
-from .compile import build_extension
-from .hostabi import FIRST_DECLARATION, HOST_SOURCES, declared_functions
+from pytest_palw.errors import RuntimeLibraryError
+from pytest_palw.runtime.binding.cdef import defined_functions, header_cdef
+from pytest_palw.runtime.binding.compile import build_extension
+from pytest_palw.runtime.binding.hostabi import FIRST_DECLARATION, HOST_SOURCES, declared_functions
 
 # Only the members the suite reads; the compiler fills in the rest of the layout.
 GGML_CDEF = """
@@ -53,7 +53,7 @@ const char * ggml_backend_reg_name(ggml_backend_reg_t reg);
 void * ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const char * name);
 """
 
-# Callbacks implemented in Python (pytest_palw.callbacks); C sees plain function pointers.
+# Callbacks implemented in Python (pytest_palw.runtime.callbacks); C sees plain function pointers.
 CALLBACKS_CDEF = """
 extern "Python" {
     bool palw_py_eval(struct ggml_tensor * tensor, bool ask, void * user_data);
