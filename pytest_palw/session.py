@@ -106,6 +106,8 @@ class PalwSession:
             self.certificate.started = time.time()
 
     def before_first_case(self) -> None:
+        if self.worker_id is None:  # while the workers start, collect and the load probe runs
+            self.certificate.facts["pytest"] = pytest_statement(self.config)
         _or_exit(self.await_preflight)
 
     def mark_tiers(self, items) -> None:
@@ -292,8 +294,7 @@ class PalwSession:
     # -- facts for the certificate ------------------------------------------------------
     def facts(self) -> dict:
         if not self.used:
-            return {"worker": self.worker_facts(), "deselected": self.deselected,
-                    "pytest": pytest_statement(self.config)}
+            return {"worker": self.worker_facts(), "deselected": self.deselected}
         build, model = self.build, self.model
         device = self.device
         facts = {
@@ -307,7 +308,6 @@ class PalwSession:
             "model": {"spec": self.option("palw_model"), "path": str(model.path),
                       "sha256": remembered_sha256(model.path), "profile": self.model_profile.as_dict()},
             "token": self.token,
-            "pytest": pytest_statement(self.config),
             "fingerprints": self.fingerprints,
             "kernel_infos": self.kernel_infos,
             "notes": self.notes,
