@@ -6,6 +6,7 @@ import pytest
 
 from pytest_palw.models.launch_table import expected_launches, expected_mmvq_launches
 
+
 def pytest_configure(config):
     """The goldens of every profile and device class sit side by side (fixtures/goldens/): a run
     checks its own, the others stay unused by design, so syrupy's unused-snapshot accounting

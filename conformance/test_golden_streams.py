@@ -8,8 +8,8 @@ fixtures/goldens/test_golden_streams/ and are reviewed like code.
 
 import pytest
 
-from pytest_palw.runtime.codec import structural
 from pytest_palw.goldens import GoldenStreamExtension, device_label, model_label, require_golden
+from pytest_palw.runtime.codec import structural
 
 
 @pytest.fixture

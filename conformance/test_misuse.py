@@ -22,9 +22,9 @@ import subprocess
 
 import pytest
 
+from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.discovery import Discovery
 from pytest_palw.runtime.names import fault_name, status_name
-from pytest_palw.runtime.caller import TraceCaller
 
 REQUEST_FIELDS = ["abi_version", "struct_size", "expected_count", "capacity", "producer_context",
                   "null_approve", "null_fault"]

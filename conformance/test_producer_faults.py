@@ -38,10 +38,10 @@ import pytest
 
 from pytest_palw.build.lock import exclusive
 from pytest_palw.build.toolchain import find_tool, tool_version
-from pytest_palw.runtime.names import status_name
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, cache_dir
 from pytest_palw.runtime import templates
 from pytest_palw.runtime.model_check import PINNED_ATTENTION
+from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.sketch import sketch
 
 pytestmark = pytest.mark.palw_gpu

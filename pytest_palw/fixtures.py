@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_palw.errors import PalwError
-from pytest_palw.runtime.run import run_trace
 from pytest_palw.runtime.caller import TraceCaller
+from pytest_palw.runtime.run import run_trace
 
 
 def _or_exit(produce):

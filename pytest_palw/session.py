@@ -18,12 +18,12 @@ import pytest
 from pytest_palw import options as opts
 from pytest_palw.build.digests import remembered_sha256
 from pytest_palw.certificate import Certificate
-from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices
 from pytest_palw.errors import PalwError, RuntimeLibraryError
-from pytest_palw.runtime.load_probe import LoadProbe
 from pytest_palw.paths import CONFORMANCE_DIR
-from pytest_palw.runtime.model_check import check_profile
+from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
+from pytest_palw.runtime.load_probe import LoadProbe
+from pytest_palw.runtime.model_check import check_profile
 from pytest_palw.selection import argument_path, golden_recording_reasons, in_suite, partial_run_reasons
 
 TIER_MEANINGS = {"cpu": "runs on any PALW runtime (CPU tier, CI)",

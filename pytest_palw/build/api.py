@@ -8,8 +8,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_palw.errors import BuildError, PalwError
-from pytest_palw.paths import cache_dir
 from pytest_palw.build.binding import ensure_binding, installed_version
 from pytest_palw.build.config import DEFAULT_CUDA_ARCH, BuildConfig, check_pinned_cc_supported
 from pytest_palw.build.cxx_runtime import check_libraries, require_one_runtime
@@ -20,6 +18,8 @@ from pytest_palw.build.ninja import run_logged
 from pytest_palw.build.patching import apply_patch_set, copy_tree
 from pytest_palw.build.plan import Plan, make_plan, native_runtime
 from pytest_palw.build.source import SDIST_VERSION, materialize
+from pytest_palw.errors import BuildError, PalwError
+from pytest_palw.paths import cache_dir
 
 SOURCE_SUBDIR, BUILD_SUBDIR = "source", "build"
 PATCHED_FLAG = ".palw-patched"  # holds the key: the tree is fully patched for that key

@@ -17,13 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_palw import __version__
-from pytest_palw.errors import SourceError
-from pytest_palw.paths import cache_dir
 from pytest_palw.build.digests import tree_digest, tree_files
 from pytest_palw.build.patching import apply_patch_set, copy_tree, current_patch_set
 from pytest_palw.build.pruning import prune
-from pytest_palw.build.source import (ARCHIVE_ROOT, BINDING_DIR, MARKER_NAME, MARKER_SCHEMA, TREE_DIR, SourceRef,
-                     locate_source, materialize)
+from pytest_palw.build.source import (
+    ARCHIVE_ROOT,
+    BINDING_DIR,
+    MARKER_NAME,
+    MARKER_SCHEMA,
+    TREE_DIR,
+    SourceRef,
+    locate_source,
+    materialize,
+)
+from pytest_palw.errors import SourceError
+from pytest_palw.paths import cache_dir
 
 FIXED_MTIME = 0  # the epoch: archive bytes must not depend on when or where they were made
 SIZE_LIMIT = 10 * 1000 * 1000

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_palw.errors import BuildError
 from pytest_palw.build.cxx_runtime import LINKER_FLAGS
+from pytest_palw.errors import BuildError
 
 VARIANTS = ("cpu", "cuda")
 DEFAULT_CUDA_ARCH = "89;90"

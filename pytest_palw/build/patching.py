@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_palw import paths
-from pytest_palw.errors import PatchError, ToolMissingError
 from pytest_palw.build.digests import sha256_file
+from pytest_palw.errors import PatchError, ToolMissingError
 
 SERIES_NAME = "series"
 OVERLAYS_ENV = "PALW_OVERLAYS_DIR"

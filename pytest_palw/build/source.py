@@ -17,11 +17,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_palw.build.digests import sha256_file, tree_digest
+from pytest_palw.build.lock import exclusive
 from pytest_palw.errors import SourceError
 from pytest_palw.paths import cache_dir
 from pytest_palw.progress import Progress
-from pytest_palw.build.digests import sha256_file, tree_digest
-from pytest_palw.build.lock import exclusive
 
 SDIST_NAME = "llama-cpp-python"
 SDIST_VERSION = "0.3.34"

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pytest_palw.runtime import identities as ids
 from pytest_palw.runtime import templates
 from pytest_palw.runtime.callbacks import CallbackOwner
-from pytest_palw.runtime.discovery import STAGE_CLASS, STAGE_NONE, STAGE_PV, STAGE_QK, STAGE_SOFTMAX, Candidate
+from pytest_palw.runtime.discovery import (
+    STAGE_CLASS,
+    STAGE_NONE,
+    STAGE_PV,
+    STAGE_QK,
+    STAGE_SOFTMAX,
+    Candidate,
+)
 
 MIXED_LAUNCH_COUNT = 361
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
 from pytest_palw.runtime.binding.llama import load_llama_cpp
 from pytest_palw.runtime.binding.runtime_abi import RuntimeLayout, load_runtime_abi
 from pytest_palw.runtime.callbacks import eval_callback_address, install
-from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
 
 MANIFEST_NAME = "palw-manifest.json"
 CONTEXT_TOKENS = 512  # the smoke's CONTEXT_TOKENS

@@ -7,7 +7,6 @@ written from the smoke's encode_record_v3 field order; the offsets are SPEC.md's
 """
 
 import pytest
-
 from native_templates import set_field
 
 # (field path in palw_cuda_trace_record_v3, offset, big-endian bytes)

@@ -18,10 +18,10 @@ import subprocess
 
 import pytest
 
+from pytest_palw.paths import CONFORMANCE_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
 from pytest_palw.runtime.binding.cdef import defined_functions
 from pytest_palw.runtime.binding.hostabi import HEADER, declared_functions
 from pytest_palw.runtime.binding.runtime_abi import GGML_CDEF
-from pytest_palw.paths import CONFORMANCE_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
 
 MODULE = CONFORMANCE_DIR / "test_producer_faults.py"
 FFI_CALLS = {"new", "cast", "sizeof", "typeof", "from_buffer"}

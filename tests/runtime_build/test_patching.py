@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_palw.build.patching import (apply_patch, check_recorded, current_patch_set,
-                                        describe_failure, hunk_headers, overlays_dir, read_series)
+from pytest_palw.build.patching import (
+    apply_patch,
+    check_recorded,
+    current_patch_set,
+    describe_failure,
+    hunk_headers,
+    overlays_dir,
+    read_series,
+)
 from pytest_palw.errors import PatchError
 
 PATCH = """diff --git a/hello.txt b/hello.txt

@@ -9,12 +9,17 @@ import tarfile
 
 import pytest
 
-from pytest_palw.build import archive, pruning
 from pytest_palw import paths
+from pytest_palw.build import archive, pruning
 from pytest_palw.build.config import BuildConfig, trace_available
 from pytest_palw.build.digests import tree_digest
-from pytest_palw.build.source import (MARKER_NAME, MARKER_SCHEMA, locate_source, materialize,
-                                      read_archive_marker)
+from pytest_palw.build.source import (
+    MARKER_NAME,
+    MARKER_SCHEMA,
+    locate_source,
+    materialize,
+    read_archive_marker,
+)
 from pytest_palw.build.toolchain import detect
 from pytest_palw.errors import SourceError
 
