@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_palw.errors import PalwError
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.run import run_trace
-
-
-def _or_exit(produce):
-    try:
-        return produce()
-    except PalwError as error:
-        pytest.exit(f"palw: {error}", returncode=error.exit_code)
+from pytest_palw.session import or_exit
 
 
 @pytest.fixture(scope="session")
@@ -26,13 +19,13 @@ def palw_session(request):
 @pytest.fixture(scope="session")
 def palw_runtime(palw_session):
     """The loaded runtime: llama-cpp-python over the patched libllama + the PALW ABI (cffi)."""
-    return _or_exit(lambda: palw_session.runtime)
+    return or_exit(lambda: palw_session.runtime)
 
 
 @pytest.fixture(scope="session")
 def palw_model(palw_session, palw_runtime):
     """The model under certification, loaded once per process with the smoke's parameters."""
-    return _or_exit(lambda: palw_session.model)
+    return or_exit(lambda: palw_session.model)
 
 
 @pytest.fixture(scope="session")

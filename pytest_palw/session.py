@@ -43,10 +43,10 @@ class _ReportListener:
         self.session.record(report)
 
 
-def _or_exit(step) -> None:
-    """Run ``step``; a PalwError stops the session with its one line and exit code."""
+def or_exit(step):
+    """``step()``; a PalwError stops the session with its one line and exit code."""
     try:
-        step()
+        return step()
     except PalwError as error:
         pytest.exit(f"palw: {error}", returncode=error.exit_code)
 
@@ -102,13 +102,13 @@ class PalwSession:
     def start(self, session) -> None:
         self.mark("session_start")
         if self.worker_id is None and self.requested() and not session.config.option.collectonly:
-            _or_exit(self.preflight)
+            or_exit(self.preflight)
             self.certificate.started = time.time()
 
     def before_first_case(self) -> None:
         if self.worker_id is None:  # while the workers start, collect and the load probe runs
             self.certificate.facts["pytest"] = pytest_statement(self.config)
-        _or_exit(self.await_preflight)
+        or_exit(self.await_preflight)
 
     def mark_tiers(self, items) -> None:
         """Every case of the conformance suite counts for the certificate: cpu tier unless marked."""
@@ -238,10 +238,15 @@ class PalwSession:
     @cached_property
     def model(self) -> Model:
         path = self.model_path()
-        self.model_profile = check_profile(path)
+        check_profile(path)  # a wrong model stops in one line before it is loaded
         model = self.runtime.load_model(path)
         self.mark("model_loaded")
         return model
+
+    @property
+    def model_profile(self):
+        """The loaded model's profile (Model.profile: widths, attention geometry)."""
+        return self.model.profile
 
     @cached_property
     def token(self) -> int:

@@ -68,15 +68,9 @@ def run_without_autoload(argv: list[str]) -> int:
     """pytest.main with only the plugins ``argv`` names (-p), here and in the xdist workers (they
     inherit the environment)."""
     import os
+    from unittest import mock
 
     import pytest
 
-    saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    try:
+    with mock.patch.dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"):
         return pytest.main(argv)
-    finally:
-        if saved is None:
-            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
-        else:
-            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved

@@ -51,11 +51,6 @@ class LoadProbe:
             raise RuntimeLibraryError(problem)
 
 
-def probe_model_load(location: Path, model: Path, timeout: float = 900) -> None:
-    """Raise RuntimeLibraryError if loading ``model`` with the runtime at ``location`` kills Python."""
-    LoadProbe(location, model, timeout).check()
-
-
 def verdict(returncode: int, location: Path, model: Path) -> str | None:
     """The one-line error for a child that died of a signal; None otherwise (other failures are
     reported by the in-process load, with their own cause)."""

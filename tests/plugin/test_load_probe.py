@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_palw.errors import RuntimeLibraryError
-from pytest_palw.runtime.load_probe import probe_model_load, verdict
+from pytest_palw.runtime.load_probe import LoadProbe, verdict
 
 
 def test_a_child_killed_by_a_signal_is_named():
@@ -24,7 +24,7 @@ def test_a_clean_exit_or_ordinary_error_is_left_to_the_in_process_load(returncod
 
 def test_the_real_cpu_runtime_loads_the_tiny_model():
     """The probe's child itself: it must load the model and exit 0 (a failed load exits 1, which
-    probe_model_load leaves to the in-process load, so calling that alone would pass)."""
+    LoadProbe.check leaves to the in-process load, so calling that alone would pass)."""
     from pytest_palw.build import api
     from pytest_palw.models.catalog import ensure_model
 
@@ -43,7 +43,7 @@ def test_a_missing_model_is_not_mistaken_for_a_crash(tmp_path):
     if manifest is None:
         pytest.skip("no CPU runtime built yet: run `palw build`")
     try:
-        probe_model_load(manifest.path, tmp_path / "absent.gguf")
+        LoadProbe(manifest.path, tmp_path / "absent.gguf").check()
     except RuntimeLibraryError as error:  # pragma: no cover - the assertion explains
         pytest.fail(f"an ordinary load failure was reported as a crash: {error}")
 

@@ -97,13 +97,13 @@ def test_a_non_hex_kernel_digest_stops_the_session_in_one_line(pytester):
 def test_a_load_probe_timeout_is_one_line(tmp_path):
     from pytest_palw.build import api
     from pytest_palw.models.catalog import ensure_model
-    from pytest_palw.runtime.load_probe import probe_model_load
+    from pytest_palw.runtime.load_probe import LoadProbe
 
     manifest = api.find_manifest(variant="cpu")
     if manifest is None:
         pytest.skip("no CPU runtime built yet: run `palw build`")
     with pytest.raises(RuntimeLibraryError) as stuck:
-        probe_model_load(manifest.path, ensure_model("tiny"), timeout=0.01)
+        LoadProbe(manifest.path, ensure_model("tiny"), timeout=0.01).check()
     assert "did not finish in 0.01 s" in str(stuck.value) and "\n" not in str(stuck.value)
 
 
