@@ -86,6 +86,18 @@ new_cases() {  # cases new this session that never ran on a GPU: first run, verb
   python3 -m pytest conformance/test_producer_faults.py conformance/test_misuse.py --palw-model=profile:full \
       -p no:cacheprovider -q -rfE -n 4 --palw-certificate "$RES/new-cases.json"
 }
+native_selftest() {  # native/tests/producer_selftest.cu by its header's build line, for this GPU
+  local arch; arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
+  local runtime=native/runtime-palw/cuda
+  nvcc -std=c++17 -O2 -gencode "arch=compute_$arch,code=sm_$arch" -I $runtime native/tests/producer_selftest.cu \
+      $runtime/producer_accumulator.cu $runtime/producer_contract.cpp $runtime/record_codec.cpp \
+      -o /tmp/producer_selftest && /tmp/producer_selftest
+}
+native_e2e() {  # native/tests/ggml_trace_e2e.cpp on this build's ggml (its .sh builds a standalone ggml)
+  g++ -std=c++17 -O1 -I"$(dirname "$MANIFEST")/source/ggml/include" -Inative/runtime-palw/cuda \
+      native/tests/ggml_trace_e2e.cpp -L"$LIBDIR" -lggml -lggml-base -Wl,-rpath,"$LIBDIR" -o /tmp/ggml_trace_e2e \
+      && GGML_CUDA_DISABLE_GRAPHS=1 /tmp/ggml_trace_e2e
+}
 bench_decode() {
   python3 benchmarks/bench_decode.py --lib "$MANIFEST" --model "$MODEL" --repeat 20 \
       --json "$RES/bench_decode.json" --profile "$RES/reject.prof"
@@ -110,7 +122,8 @@ bench_certify() {
 
 command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
-export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases bench_decode certify pack_build bench_certify
+export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
+export -f bench_decode certify pack_build bench_certify
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -132,6 +145,8 @@ step certify 400 certify
 step pack_build 60 pack_build
 step smoke 60 smoke_acceptance
 step goldens 120 goldens
+step native_selftest 90 native_selftest
+step native_e2e 90 native_e2e
 step bench_decode 90 bench_decode
 step bench_certify 400 bench_certify
 log "done"; pack

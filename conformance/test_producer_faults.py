@@ -19,7 +19,7 @@ context through it. The table has no prepare, launch, enqueue or finalize: those
 functions libggml-cuda exports (native/SPEC.md section 1), called on the legacy stream. A device
 fault needs a kernel that captures wrongly; the runtime's one capturing kernel (mul_mat_vec_q) is
 internal and the bridge checks it on the host, so the cases build the native self-test's toy
-capture kernel (native/tests/producer_selftest.cu) against the device hook the runtime was built
+capture kernel (native/tests/toy_capture_kernel.cuh) against the device hook the runtime was built
 with (digests checked against its manifest) with the CUDA toolkit's nvcc, once per runtime, and
 launch it through the runtime's producer, as mul_mat_vec_q is launched. No model is loaded.
 """
@@ -38,7 +38,7 @@ import pytest
 
 from pytest_palw.build.lock import exclusive
 from pytest_palw.build.toolchain import find_tool, tool_version
-from pytest_palw.paths import NATIVE_RUNTIME_DIR, cache_dir
+from pytest_palw.paths import NATIVE_RUNTIME_DIR, TOY_CAPTURE_KERNEL, cache_dir
 from pytest_palw.runtime import templates
 from pytest_palw.runtime.model_check import PINNED_ATTENTION
 from pytest_palw.runtime.names import status_name
@@ -68,7 +68,7 @@ PROBE_FUNCTIONS = {
     "palw_probe_capture_entry": "const void * (*)(void)",
     "palw_probe_other_entry": "const void * (*)(void)",
     "palw_probe_identity": "void (*)(palw_cuda_producer_actual_identity_v3 *)",
-    "palw_probe_binding": "int (*)(const void *, palw_cuda_producer_kernel_binding_v3 *)",
+    "palw_probe_binding": "int (*)(const void *, uint32_t, palw_cuda_producer_kernel_binding_v3 *)",
     "palw_probe_upload": "int (*)(const void *, uint64_t, void **)",
     "palw_probe_free": "int (*)(void *)",
     "palw_probe_sticky_error": "int (*)(void)",
@@ -81,67 +81,18 @@ TOY_ROWS, TOY_COLUMNS, TOY_THREADS = 3, 70, 128
 TOY_BLOCKS = (TOY_ROWS * TOY_COLUMNS + TOY_THREADS - 1) // TOY_THREADS
 TOY_PADDING = 15  # arguments 4..18: MMVQ's 20-argument shape
 HEADS, GROUPED_COLUMNS, WORK_THREADS = PINNED_ATTENTION.query_heads, 256, 256
-# Capture modes of the probe kernel.
-EXACT, DUPLICATE, OUT_OF_RANGE, MISSING, WRONG_IDENTITY = range(5)
+# Capture modes of the probe kernel, as its source numbers them (enum toy_capture_mode).
+CAPTURE_MODES = dict(re.findall(r"\bCAPTURE_(\w+) = (\d+)", TOY_CAPTURE_KERNEL.read_text()))
+EXACT, DUPLICATE, OUT_OF_RANGE, MISSING, WRONG_IDENTITY = (
+    int(CAPTURE_MODES[name]) for name in ("EXACT", "DUPLICATE", "OUT_OF_RANGE", "MISSING", "WRONG_IDENTITY"))
 SENTINEL = 0xAB
 
 PROBE_SOURCE = r"""
 // The producer fault cases' foreign kernel: the self-test's toy capture kernel
-// (native/tests/producer_selftest.cu), compiled against the runtime's own device hook.
-#include "palw_cuda_llama_mmvq.h"
-#include "palw_cuda_producer_trace.cuh"
-
-#include <cuda_runtime.h>
-#include <stdint.h>
+// (native/tests/toy_capture_kernel.cuh), compiled against the runtime's own device hook.
+#include "toy_capture_kernel.cuh"
 
 #define PROBE_API extern "C" __attribute__((visibility("default")))
-
-enum : uint32_t {
-    CAPTURE_EXACT = 0,
-    CAPTURE_DUPLICATE = 1,       // element 0 is captured twice
-    CAPTURE_OUT_OF_RANGE = 2,    // one extra capture at row == output_rows
-    CAPTURE_MISSING = 3,         // the last element is never captured
-    CAPTURE_WRONG_IDENTITY = 4,  // element 0 claims another producer variant
-};
-
-static __host__ __device__ palw_cuda_producer_actual_identity_v3 probe_identity() {
-    palw_cuda_producer_actual_identity_v3 identity = {};
-    for (uint32_t i = 0; i < PALW_CUDA_PRODUCER_ID_SIZE; ++i) {
-        identity.producer_variant_id[i] = static_cast<uint8_t>(0xa0u ^ i);
-        identity.work_entry_point_id[i] = static_cast<uint8_t>(0x50u ^ i);
-        identity.capture_implementation_id[i] = static_cast<uint8_t>(0xc0u ^ i);
-    }
-    return identity;
-}
-
-// mul_mat_vec_q's launch shape: 20 arguments, the device view last.
-__global__ void palw_probe_capture_kernel(
-        const float * values, uint32_t rows, uint32_t columns, uint32_t mode,
-        uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
-        uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
-        const palw_cuda_producer_device_view_v3 view) {
-    const uint32_t element = blockIdx.x * blockDim.x + threadIdx.x;
-    const uint32_t total = rows * columns;
-    if (view.abi_version == 0u || element >= total) {
-        return;
-    }
-    if (mode == CAPTURE_MISSING && element == total - 1u) {
-        return;
-    }
-    palw_cuda_producer_actual_identity_v3 identity = probe_identity();
-    if (mode == CAPTURE_WRONG_IDENTITY && element == 0u) {
-        identity.producer_variant_id[0] ^= 1u;
-    }
-    const uint32_t row = element / columns;
-    const uint32_t column = element % columns;
-    palw_cuda_producer_capture_accumulator_f32_v3(view, row, column, values[element], identity);
-    if (mode == CAPTURE_DUPLICATE && element == 0u) {
-        palw_cuda_producer_capture_accumulator_f32_v3(view, row, column, values[element], identity);
-    }
-    if (mode == CAPTURE_OUT_OF_RANGE && element == 0u) {
-        palw_cuda_producer_capture_accumulator_f32_v3(view, rows, 0u, values[element], identity);
-    }
-}
 
 // Another entry point: launching it is not the prepared launch.
 __global__ void palw_probe_other_kernel(float * output) {
@@ -151,7 +102,7 @@ __global__ void palw_probe_other_kernel(float * output) {
 }
 
 PROBE_API const void * palw_probe_capture_entry(void) {
-    return reinterpret_cast<const void *>(&palw_probe_capture_kernel);
+    return reinterpret_cast<const void *>(&toy_capture_kernel);
 }
 
 PROBE_API const void * palw_probe_other_entry(void) {
@@ -159,36 +110,13 @@ PROBE_API const void * palw_probe_other_entry(void) {
 }
 
 PROBE_API void palw_probe_identity(palw_cuda_producer_actual_identity_v3 * out) {
-    *out = probe_identity();
+    *out = toy_identity();
 }
 
-// The approve callback's job: the entry point's real attributes on the current device.
-PROBE_API int palw_probe_binding(const void * entry_point, palw_cuda_producer_kernel_binding_v3 * out) {
-    int device = -1;
-    int major = 0;
-    int minor = 0;
-    cudaFuncAttributes a = {};
-    cudaError_t error = cudaGetDevice(&device);
-    if (error == cudaSuccess) {
-        error = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    }
-    if (error == cudaSuccess) {
-        error = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    }
-    if (error == cudaSuccess) {
-        error = cudaFuncGetAttributes(&a, entry_point);
-    }
-    if (error != cudaSuccess) {
-        return static_cast<int>(error);
-    }
-    out->sm_arch = static_cast<uint32_t>(major * 10 + minor);
-    out->binary_version = a.binaryVersion;
-    out->ptx_version = a.ptxVersion;
-    out->num_regs = a.numRegs;
-    out->max_threads_per_block = a.maxThreadsPerBlock;
-    out->static_shared_memory_bytes = a.sharedSizeBytes;
-    out->local_memory_bytes = a.localSizeBytes;
-    return 0;
+// The approve callback's job: the entry point's real attributes on the runtime's sm_arch.
+PROBE_API int palw_probe_binding(const void * entry_point, uint32_t sm_arch,
+                                 palw_cuda_producer_kernel_binding_v3 * out) {
+    return static_cast<int>(toy_kernel_binding(entry_point, sm_arch, out));
 }
 
 PROBE_API int palw_probe_upload(const void * host, uint64_t bytes, void ** out_device) {
@@ -364,15 +292,16 @@ def build_probe(hook: Path, sm_arch: int, nvcc: Path | None = None, cudart: str 
     ``cudart`` (the runtime's, so both register with one CUDA runtime) or the toolkit's; cached."""
     nvcc = nvcc or nvcc_path()
     command = [str(nvcc), "-std=c++17", "-O2", "-shared", "-Xcompiler", "-fPIC",
-               f"-gencode=arch=compute_{sm_arch},code=sm_{sm_arch}", "-I", str(hook)]
+               f"-gencode=arch=compute_{sm_arch},code=sm_{sm_arch}", "-I", str(hook),
+               "-I", str(TOY_CAPTURE_KERNEL.parent)]
     if cudart:
         command += ["-cudart", "none", "-Xlinker", "--no-as-needed", "-Xlinker", cudart]
     else:
         command += ["-cudart", "shared"]
     if os.environ.get("CUDAHOSTCXX"):
         command += ["-ccbin", os.environ["CUDAHOSTCXX"]]
-    key = hashlib.sha256(repr((PROBE_SOURCE, (hook / HEADER).read_bytes(), (hook / HOOK).read_bytes(),
-                               command, tool_version(nvcc))).encode()).hexdigest()[:16]
+    key = hashlib.sha256(repr((PROBE_SOURCE, TOY_CAPTURE_KERNEL.read_bytes(), (hook / HEADER).read_bytes(),
+                               (hook / HOOK).read_bytes(), command, tool_version(nvcc))).encode()).hexdigest()[:16]
     target = cache_dir("probes") / f"palw-fault-probe-{key}.so"
     with exclusive(target.with_suffix(".lock"), what="building the fault probe"):
         if not target.is_file():
@@ -473,7 +402,7 @@ class Bench:
 
     def _binding(self, entry):
         binding = self.ffi.new("palw_cuda_producer_kernel_binding_v3 *")
-        error = self.probe["binding"](entry, binding)
+        error = self.probe["binding"](entry, self.capture_info.sm_arch, binding)
         assert error == 0, f"cudaFuncGetAttributes of a probe kernel failed (cudaError {error})"
         return binding
 

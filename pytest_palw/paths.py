@@ -51,6 +51,8 @@ OVERLAYS_DIR = PATCHES_DIR / "overlays"
 NATIVE_DIR = _asset_dir("native", "native")
 # The directory the seed patch calls runtime-palw/cuda (PALW_CUDA_RUNTIME_DIR).
 NATIVE_RUNTIME_DIR = NATIVE_DIR / "runtime-palw" / "cuda"
+# The foreign kernel the producer fault cases compile (the device self-test's too).
+TOY_CAPTURE_KERNEL = NATIVE_DIR / "tests" / "toy_capture_kernel.cuh"
 FIXTURES_DIR = _asset_dir("models", "fixtures")
 
 

@@ -16,6 +16,7 @@
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "launch_templates.h"
 #include "palw_cuda_llama_mmvq.h"
 
 #include <array>
@@ -83,12 +84,6 @@ void bind_kernel(palw_cuda_producer_kernel_binding_v3 & binding, const Info & in
     binding.local_memory_bytes = info.local_memory_bytes;
 }
 
-void set_identity(palw_cuda_trace_record_v3 & t, const palw_cuda_producer_actual_identity_v3 & id) {
-    std::memcpy(t.base.producer_variant_id, id.producer_variant_id, PALW_CUDA_PRODUCER_ID_SIZE);
-    std::memcpy(t.work_entry_point_id, id.work_entry_point_id, PALW_CUDA_PRODUCER_ID_SIZE);
-    std::memcpy(t.capture_implementation_id, id.capture_implementation_id, PALW_CUDA_PRODUCER_ID_SIZE);
-}
-
 // approve_callback_v2 of the seed smoke, condensed.
 palw_cuda_trace_status approve(void * user_data, const palw_cuda_llama_trace_association_v2 * actual,
         palw_cuda_producer_launch_v3 * expected) {
@@ -121,12 +116,7 @@ palw_cuda_trace_status approve(void * user_data, const palw_cuda_llama_trace_ass
     if (actual->attention_stage == PALW_CUDA_TRACE_ATTENTION_STAGE_NONE) {
         const auto & info = actual->quantization == PALW_CUDA_TRACE_QUANTIZATION_Q4_K ? state->q4 : state->q6;
         set_identity(t, info.actual_identity);
-        t.base.declared_origin = PALW_CUDA_TRACE_ORIGIN_PRODUCER_ACCUMULATOR;
-        t.base.accumulator_stage = PALW_CUDA_TRACE_ACCUMULATOR_STAGE_FULL_K_PRE_EPILOGUE;
-        t.base.accumulator_dtype = PALW_CUDA_TRACE_ACCUMULATOR_DTYPE_FP32;
-        t.base.sketch_scheme = PALW_CUDA_TRACE_SKETCH_SCALAR_ACCUMULATOR_F32_V1;
-        t.base.reduction_segment_count = 1;
-        t.sublaunch_count = 1;
+        set_mmvq_capture(t);
         t.grid_x = actual->output_columns;
         t.grid_y = t.grid_z = 1;
         t.block_x = 32;
@@ -136,27 +126,13 @@ palw_cuda_trace_status approve(void * user_data, const palw_cuda_llama_trace_ass
     } else {
         const auto & info = state->stage_info[actual->attention_stage];
         set_identity(t, info.actual_identity);
-        t.base.declared_origin = PALW_CUDA_TRACE_ORIGIN_FINAL_OUTPUT;
-        t.base.sketch_scheme = PALW_CUDA_TRACE_SKETCH_FINAL_OUTPUT_TILE_F32_V1;
-        t.layer_present = 1;
-        t.attention_group_present = 1;
-        t.attention_stage = actual->attention_stage;
-        t.grouping_version = PALW_CUDA_TRACE_GROUPING_VERSION_V1;
-        t.sublaunch_index = actual->attention_stage - 1u;
-        t.sublaunch_count = 3;
-        t.attention_owner_schedule_index = index + 2u - actual->attention_stage;
+        set_attention_stage(t, actual->attention_stage, index + 2u - actual->attention_stage);
         t.query_heads = actual->query_heads;
         t.key_value_heads = actual->key_value_heads;
         t.head_dim = actual->head_dim;
         t.logical_batch = actual->logical_batch;
         t.physical_key_value_tokens = actual->physical_key_value_tokens;
-        t.grid_x = info.dimensions.grid_x;
-        t.grid_y = info.dimensions.grid_y;
-        t.grid_z = info.dimensions.grid_z;
-        t.block_x = info.dimensions.block_x;
-        t.block_y = info.dimensions.block_y;
-        t.block_z = info.dimensions.block_z;
-        t.dynamic_shared_memory_bytes = static_cast<uint32_t>(info.dimensions.dynamic_shared_memory_bytes);
+        set_dimensions(t, info.dimensions);
         fill_id(t.attention_group_instance_id, 0x6709, t.attention_owner_schedule_index);
         bind_kernel(expected->kernel_binding, info, 16u + actual->attention_stage);
     }

@@ -11,7 +11,9 @@
 //   nvcc -std=c++17 -O2 -gencode arch=compute_90,code=sm_90 -I native/runtime-palw/cuda native/tests/producer_selftest.cu native/runtime-palw/cuda/producer_accumulator.cu native/runtime-palw/cuda/producer_contract.cpp native/runtime-palw/cuda/record_codec.cpp -o /tmp/producer_selftest && /tmp/producer_selftest
 
 #include "palw_cuda_llama_mmvq.h"
+#include "launch_templates.h"
 #include "palw_cuda_producer_trace.cuh"
+#include "toy_capture_kernel.cuh"
 
 #include <cuda_runtime.h>
 
@@ -29,14 +31,6 @@ namespace {
 
 // ---- toy kernels ------------------------------------------------------------
 
-enum capture_mode : uint32_t {
-    CAPTURE_EXACT = 0,
-    CAPTURE_DUPLICATE = 1,     // element 0 is captured twice
-    CAPTURE_OUT_OF_RANGE = 2,  // one extra capture at row == output_rows
-    CAPTURE_MISSING = 3,       // the last element is never captured
-    CAPTURE_WRONG_IDENTITY = 4,  // element 0 claims another producer variant
-};
-
 constexpr uint32_t TOY_ROWS = 3;
 constexpr uint32_t TOY_COLUMNS = 70;  // not a multiple of 32: a partial bitmap word
 constexpr uint32_t TOY_THREADS = 128;
@@ -44,46 +38,6 @@ constexpr uint32_t TOY_BLOCKS = (TOY_ROWS * TOY_COLUMNS + TOY_THREADS - 1) / TOY
 constexpr uint32_t TOY_PADDING = 15;  // arguments 4..18: MMVQ's 20-argument shape
 constexpr uint32_t HEADS = 32;
 constexpr uint32_t WORK_THREADS = 256;
-
-__host__ __device__ palw_cuda_producer_actual_identity_v3 toy_identity() {
-    palw_cuda_producer_actual_identity_v3 identity = {};
-    for (uint32_t i = 0; i < PALW_CUDA_PRODUCER_ID_SIZE; ++i) {
-        identity.producer_variant_id[i] = static_cast<uint8_t>(0xa0u ^ i);
-        identity.work_entry_point_id[i] = static_cast<uint8_t>(0x50u ^ i);
-        identity.capture_implementation_id[i] = static_cast<uint8_t>(0xc0u ^ i);
-    }
-    return identity;
-}
-
-// Captures values[row * columns + column] for the record, as mul_mat_vec_q does
-// for its accumulators; the view is the last of 20 arguments.
-__global__ void toy_capture_kernel(
-        const float * values, uint32_t rows, uint32_t columns, uint32_t mode,
-        uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
-        uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
-        const palw_cuda_producer_device_view_v3 view) {
-    const uint32_t element = blockIdx.x * blockDim.x + threadIdx.x;
-    const uint32_t total = rows * columns;
-    if (view.abi_version == 0u || element >= total) {
-        return;
-    }
-    if (mode == CAPTURE_MISSING && element == total - 1u) {
-        return;
-    }
-    palw_cuda_producer_actual_identity_v3 identity = toy_identity();
-    if (mode == CAPTURE_WRONG_IDENTITY && element == 0u) {
-        identity.producer_variant_id[0] ^= 1u;
-    }
-    const uint32_t row = element / columns;
-    const uint32_t column = element % columns;
-    palw_cuda_producer_capture_accumulator_f32_v3(view, row, column, values[element], identity);
-    if (mode == CAPTURE_DUPLICATE && element == 0u) {
-        palw_cuda_producer_capture_accumulator_f32_v3(view, row, column, values[element], identity);
-    }
-    if (mode == CAPTURE_OUT_OF_RANGE && element == 0u) {
-        palw_cuda_producer_capture_accumulator_f32_v3(view, rows, 0u, values[element], identity);
-    }
-}
 
 // Stands in for an attention stage: writes a (rows x columns) tile with rows
 // `row_stride` floats apart, and poisons the padding the collector must skip.
@@ -193,26 +147,11 @@ void fill_id(uint8_t * id, uint8_t seed) {
     }
 }
 
-void set_identity(palw_cuda_trace_record_v3 & t, const palw_cuda_producer_actual_identity_v3 & identity) {
-    std::memcpy(t.base.producer_variant_id, identity.producer_variant_id, PALW_CUDA_PRODUCER_ID_SIZE);
-    std::memcpy(t.work_entry_point_id, identity.work_entry_point_id, PALW_CUDA_PRODUCER_ID_SIZE);
-    std::memcpy(t.capture_implementation_id, identity.capture_implementation_id,
-        PALW_CUDA_PRODUCER_ID_SIZE);
-}
-
 // The approve callback's job: bind the launch to the kernel's real attributes.
 palw_cuda_producer_kernel_binding_v3 binding_for(const void * entry_point, uint32_t sm_arch) {
-    cudaFuncAttributes a = {};
-    (void) cudaFuncGetAttributes(&a, entry_point);
     palw_cuda_producer_kernel_binding_v3 binding = {};
+    (void) toy_kernel_binding(entry_point, sm_arch, &binding);
     fill_id(binding.kernel_binary_digest, 0x5e);
-    binding.sm_arch = sm_arch;
-    binding.binary_version = a.binaryVersion;
-    binding.ptx_version = a.ptxVersion;
-    binding.num_regs = a.numRegs;
-    binding.max_threads_per_block = a.maxThreadsPerBlock;
-    binding.static_shared_memory_bytes = a.sharedSizeBytes;
-    binding.local_memory_bytes = a.localSizeBytes;
     return binding;
 }
 
@@ -225,44 +164,46 @@ palw_cuda_producer_launch_dimensions_v1 toy_dims() {
     return d;
 }
 
-// An MMVQ-class template (SCALAR_ACCUMULATOR_F32_V1) for the toy capture kernel.
-palw_cuda_producer_launch_v3 toy_launch(uint64_t index, uint32_t sm_arch) {
+// What every toy template shares: launch `index` of a prefill in FP32, launched as
+// `d`, with its kernel's identity and binding; the tile is rows x columns.
+palw_cuda_producer_launch_v3 launch_template(uint64_t index, uint32_t rows, uint32_t columns,
+        const palw_cuda_producer_launch_dimensions_v1 & d,
+        const palw_cuda_producer_actual_identity_v3 & identity, const void * entry_point,
+        uint32_t sm_arch) {
     palw_cuda_producer_launch_v3 launch;
     std::memset(&launch, 0, sizeof(launch));
     launch.launch_nonce = index + 1;
     palw_cuda_trace_record_v3 & t = launch.semantic_template;
     palw_cuda_trace_record & base = t.base.base;
     base.kernel_sequence = index;
+    base.tile_rows = base.output_rows = rows;
+    base.tile_columns = base.output_columns = columns;
+    base.schema_version = PALW_CUDA_TRACE_SCHEMA_VERSION_V3;
+    base.phase = PALW_CUDA_TRACE_PREFILL;
+    base.dtype = PALW_CUDA_TRACE_DTYPE_FP32;
+    t.covered_schedule_index = index;
+    set_dimensions(t, d);
+    set_identity(t, identity);
+    launch.kernel_binding = binding_for(entry_point, sm_arch);
+    return launch;
+}
+
+// An MMVQ-class template (SCALAR_ACCUMULATOR_F32_V1) for the toy capture kernel.
+palw_cuda_producer_launch_v3 toy_launch(uint64_t index, uint32_t sm_arch) {
+    palw_cuda_producer_launch_v3 launch = launch_template(index, TOY_ROWS, TOY_COLUMNS, toy_dims(),
+        toy_identity(), reinterpret_cast<const void *>(&toy_capture_kernel), sm_arch);
+    palw_cuda_trace_record_v3 & t = launch.semantic_template;
+    palw_cuda_trace_record & base = t.base.base;
     base.m = TOY_COLUMNS;
     base.n = TOY_ROWS;
     base.k = 256;
     base.batch = 1;
-    base.tile_rows = base.output_rows = TOY_ROWS;
-    base.tile_columns = base.output_columns = TOY_COLUMNS;
-    base.schema_version = PALW_CUDA_TRACE_SCHEMA_VERSION_V3;
     base.kind = PALW_CUDA_TRACE_GEMM;
-    base.phase = PALW_CUDA_TRACE_PREFILL;
-    base.dtype = PALW_CUDA_TRACE_DTYPE_FP32;
     base.quantization = PALW_CUDA_TRACE_QUANTIZATION_Q4_K;
-    t.base.declared_origin = PALW_CUDA_TRACE_ORIGIN_PRODUCER_ACCUMULATOR;
-    t.base.accumulator_stage = PALW_CUDA_TRACE_ACCUMULATOR_STAGE_FULL_K_PRE_EPILOGUE;
-    t.base.accumulator_dtype = PALW_CUDA_TRACE_ACCUMULATOR_DTYPE_FP32;
-    t.base.sketch_scheme = PALW_CUDA_TRACE_SKETCH_SCALAR_ACCUMULATOR_F32_V1;
-    t.base.reduction_segment_count = 1;
-    t.covered_schedule_index = index;
-    t.sublaunch_count = 1;
-    const palw_cuda_producer_launch_dimensions_v1 d = toy_dims();
-    t.grid_x = d.grid_x;
-    t.grid_y = d.grid_y;
-    t.grid_z = d.grid_z;
-    t.block_x = d.block_x;
-    t.block_y = d.block_y;
-    t.block_z = d.block_z;
-    set_identity(t, toy_identity());
+    set_mmvq_capture(t);
     fill_id(t.operation_instance_id, static_cast<uint8_t>(index));
     fill_id(t.decomposition_plan_id, 0x31);
     fill_id(t.physical_layout_id, static_cast<uint8_t>(index + 0x40));
-    launch.kernel_binding = binding_for(reinterpret_cast<const void *>(&toy_capture_kernel), sm_arch);
     return launch;
 }
 
@@ -290,55 +231,30 @@ palw_cuda_producer_launch_dimensions_v1 work_dims(uint32_t columns) {
 
 // A softmax-stage template (FINAL_OUTPUT_TILE_F32_V1) over a 32 x columns tile.
 palw_cuda_producer_launch_v3 attention_launch(uint64_t index, uint32_t columns, uint32_t sm_arch) {
-    palw_cuda_producer_launch_v3 launch;
-    std::memset(&launch, 0, sizeof(launch));
-    launch.launch_nonce = index + 1;
+    palw_cuda_producer_launch_v3 launch = launch_template(index, HEADS, columns, work_dims(columns),
+        attention_identity(), reinterpret_cast<const void *>(&toy_attention_work_kernel), sm_arch);
     palw_cuda_trace_record_v3 & t = launch.semantic_template;
     palw_cuda_trace_record & base = t.base.base;
-    base.kernel_sequence = index;
     base.m = columns;
     base.n = 1;
     base.k = 1;
     base.batch = HEADS;
     base.query_tokens = 1;
     base.key_value_tokens = 1;
-    base.tile_rows = base.output_rows = HEADS;
-    base.tile_columns = base.output_columns = columns;
-    base.schema_version = PALW_CUDA_TRACE_SCHEMA_VERSION_V3;
     base.kind = PALW_CUDA_TRACE_ATTENTION;
-    base.phase = PALW_CUDA_TRACE_PREFILL;
-    base.dtype = PALW_CUDA_TRACE_DTYPE_FP32;
     base.quantization = PALW_CUDA_TRACE_QUANTIZATION_NONE;
     base.causal = 1;
-    t.base.declared_origin = PALW_CUDA_TRACE_ORIGIN_FINAL_OUTPUT;
-    t.base.sketch_scheme = PALW_CUDA_TRACE_SKETCH_FINAL_OUTPUT_TILE_F32_V1;
-    t.covered_schedule_index = index;
-    t.attention_owner_schedule_index = index;  // the softmax owns its group
-    t.layer_present = 1;
-    t.attention_group_present = 1;
-    t.attention_stage = PALW_CUDA_TRACE_ATTENTION_STAGE_EAGER_MASKED_SCALED_SOFTMAX;
-    t.grouping_version = PALW_CUDA_TRACE_GROUPING_VERSION_V1;
-    t.sublaunch_index = 1;
-    t.sublaunch_count = 3;
+    // The softmax owns its group.
+    set_attention_stage(t, PALW_CUDA_TRACE_ATTENTION_STAGE_EAGER_MASKED_SCALED_SOFTMAX, index);
     t.query_heads = HEADS;
     t.key_value_heads = 8;
     t.head_dim = 128;
     t.logical_batch = 1;
     t.physical_key_value_tokens = columns;
-    const palw_cuda_producer_launch_dimensions_v1 d = work_dims(columns);
-    t.grid_x = d.grid_x;
-    t.grid_y = d.grid_y;
-    t.grid_z = d.grid_z;
-    t.block_x = d.block_x;
-    t.block_y = d.block_y;
-    t.block_z = d.block_z;
-    set_identity(t, attention_identity());
     fill_id(t.operation_instance_id, static_cast<uint8_t>(index + 0x80));
     fill_id(t.attention_group_instance_id, static_cast<uint8_t>(index + 0x90));
     fill_id(t.decomposition_plan_id, static_cast<uint8_t>(index + 0xa0));
     fill_id(t.physical_layout_id, static_cast<uint8_t>(index + 0xb0));
-    launch.kernel_binding =
-        binding_for(reinterpret_cast<const void *>(&toy_attention_work_kernel), sm_arch);
     return launch;
 }
 
@@ -479,13 +395,19 @@ check check_create_and_null_handles() {
     return c;
 }
 
+// A fresh context for `capacity` launches; nullptr, and `c` failed, when create refuses.
+palw_cuda_producer_trace_context_v3 * create_context(check & c, uint64_t capacity) {
+    palw_cuda_producer_trace_context_v3 * ctx = nullptr;
+    EXPECT_STATUS(c, palw_cuda_producer_trace_create_v3(capacity, &ctx), PALW_CUDA_TRACE_OK);
+    return ctx;
+}
+
 check check_positive_capture(const fixture & f) {
     check c("positive_capture_matches_host_sketch");
     const sketch_lanes expected = host_sketch(f.toy_values.data(), TOY_ROWS, TOY_COLUMNS, TOY_COLUMNS);
     std::vector<sketch_lanes> runs;
     for (int run = 0; run < 2; ++run) {  // twice: the sketch must not depend on scheduling
-        palw_cuda_producer_trace_context_v3 * ctx = nullptr;
-        EXPECT_STATUS(c, palw_cuda_producer_trace_create_v3(4, &ctx), PALW_CUDA_TRACE_OK);
+        palw_cuda_producer_trace_context_v3 * ctx = create_context(c, 4);
         if (ctx == nullptr) {
             return c;
         }
@@ -518,8 +440,7 @@ check check_positive_capture(const fixture & f) {
 
 check check_after_finalize(const fixture & f) {
     check c("calls_after_finalize_are_refused");
-    palw_cuda_producer_trace_context_v3 * ctx = nullptr;
-    EXPECT_STATUS(c, palw_cuda_producer_trace_create_v3(4, &ctx), PALW_CUDA_TRACE_OK);
+    palw_cuda_producer_trace_context_v3 * ctx = create_context(c, 4);
     if (ctx == nullptr) {
         return c;
     }
@@ -547,8 +468,7 @@ check check_after_finalize(const fixture & f) {
 check check_device_fault(const fixture & f, const char * name, uint32_t mode,
         uint32_t want_faults, palw_cuda_trace_status want_status) {
     check c(name);
-    palw_cuda_producer_trace_context_v3 * ctx = nullptr;
-    EXPECT_STATUS(c, palw_cuda_producer_trace_create_v3(4, &ctx), PALW_CUDA_TRACE_OK);
+    palw_cuda_producer_trace_context_v3 * ctx = create_context(c, 4);
     if (ctx == nullptr) {
         return c;
     }
@@ -576,8 +496,7 @@ check check_device_fault(const fixture & f, const char * name, uint32_t mode,
 
 check check_capacity_overflow(const fixture & f, float * attention_output) {
     check c("capacity_overflow_poisons");
-    palw_cuda_producer_trace_context_v3 * ctx = nullptr;
-    EXPECT_STATUS(c, palw_cuda_producer_trace_create_v3(1, &ctx), PALW_CUDA_TRACE_OK);
+    palw_cuda_producer_trace_context_v3 * ctx = create_context(c, 1);
     if (ctx == nullptr) {
         return c;
     }
@@ -603,8 +522,7 @@ check check_capacity_overflow(const fixture & f, float * attention_output) {
 // Refused calls change nothing: after all of them one good launch still finalizes.
 check check_out_of_order(const fixture & f, float * attention_output) {
     check c("out_of_order_calls_are_refused");
-    palw_cuda_producer_trace_context_v3 * ctx = nullptr;
-    EXPECT_STATUS(c, palw_cuda_producer_trace_create_v3(4, &ctx), PALW_CUDA_TRACE_OK);
+    palw_cuda_producer_trace_context_v3 * ctx = create_context(c, 4);
     if (ctx == nullptr) {
         return c;
     }
@@ -687,8 +605,7 @@ check check_grouped_enqueue(const fixture & f) {
             return c;
         }
     }
-    palw_cuda_producer_trace_context_v3 * ctx = nullptr;
-    EXPECT_STATUS(c, palw_cuda_producer_trace_create_v3(8, &ctx), PALW_CUDA_TRACE_OK);
+    palw_cuda_producer_trace_context_v3 * ctx = create_context(c, 8);
     std::vector<palw_cuda_producer_launch_v3> launches;
     if (ctx != nullptr) {
         launches.push_back(toy_launch(0, f.sm_arch));
@@ -730,8 +647,7 @@ check check_grouped_enqueue(const fixture & f) {
 
 check check_grouped_refusals(const fixture & f, float * attention_output) {
     check c("grouped_enqueue_refusals");
-    palw_cuda_producer_trace_context_v3 * ctx = nullptr;
-    EXPECT_STATUS(c, palw_cuda_producer_trace_create_v3(4, &ctx), PALW_CUDA_TRACE_OK);
+    palw_cuda_producer_trace_context_v3 * ctx = create_context(c, 4);
     if (ctx == nullptr) {
         return c;
     }

@@ -171,8 +171,10 @@ static bool on_context_device(const context_t * ctx) {
     return device == ctx->device;
 }
 
-// Refusals that every enqueueing call shares, in this order.
-static palw_cuda_trace_status check_accepting(const context_t * ctx, palw_cuda_stream_t stream) {
+// Refusals that prepare, enqueue and finalize share, in this order (SPEC.md section 6);
+// a pending prepare refuses with `pending_status`: PENDING, or INCOMPLETE for finalize.
+static palw_cuda_trace_status check_accepting(const context_t * ctx, palw_cuda_stream_t stream,
+        palw_cuda_trace_status pending_status = PALW_CUDA_TRACE_PENDING) {
     if (ctx->finalized) {
         return PALW_CUDA_TRACE_SEQUENCE_MISMATCH;
     }
@@ -180,7 +182,7 @@ static palw_cuda_trace_status check_accepting(const context_t * ctx, palw_cuda_s
         return PALW_CUDA_TRACE_POISONED;
     }
     if (ctx->pending.active) {
-        return PALW_CUDA_TRACE_PENDING;
+        return pending_status;
     }
     if ((ctx->stream_bound && ctx->stream != stream) || !on_context_device(ctx)) {
         return PALW_CUDA_TRACE_INVALID_ARGUMENT;
@@ -188,8 +190,13 @@ static palw_cuda_trace_status check_accepting(const context_t * ctx, palw_cuda_s
     return PALW_CUDA_TRACE_OK;
 }
 
-// The stream is longer than declared: it can never be complete, so poison.
-static palw_cuda_trace_status check_capacity(context_t * ctx) {
+// Prepare's and enqueue's refusals: check_accepting's, then a stream longer than
+// declared, which can never be complete, so it poisons.
+static palw_cuda_trace_status check_room(context_t * ctx, palw_cuda_stream_t stream) {
+    const palw_cuda_trace_status refused = check_accepting(ctx, stream);
+    if (refused != PALW_CUDA_TRACE_OK) {
+        return refused;
+    }
     if (ctx->count >= ctx->capacity) {
         return poison(ctx, PALW_CUDA_PRODUCER_FAULT_CAPACITY_OVERFLOW,
             PALW_CUDA_TRACE_CAPACITY_EXCEEDED);
@@ -438,10 +445,7 @@ palw_cuda_trace_status palw_cuda_producer_trace_prepare_v3(
             dimensions == nullptr || out_view == nullptr) {
         return PALW_CUDA_TRACE_INVALID_ARGUMENT;
     }
-    palw_cuda_trace_status status = check_accepting(context, stream);
-    if (status == PALW_CUDA_TRACE_OK) {
-        status = check_capacity(context);
-    }
+    palw_cuda_trace_status status = check_room(context, stream);
     if (status != PALW_CUDA_TRACE_OK) {
         return status;
     }
@@ -537,10 +541,7 @@ palw_cuda_trace_status palw_cuda_producer_trace_enqueue_grouped_final_output_f32
             work_dimensions == nullptr || output == nullptr || actual_identity == nullptr) {
         return PALW_CUDA_TRACE_INVALID_ARGUMENT;
     }
-    palw_cuda_trace_status status = check_accepting(context, stream);
-    if (status == PALW_CUDA_TRACE_OK) {
-        status = check_capacity(context);
-    }
+    palw_cuda_trace_status status = check_room(context, stream);
     if (status != PALW_CUDA_TRACE_OK) {
         return status;
     }
@@ -598,17 +599,10 @@ palw_cuda_trace_status palw_cuda_producer_trace_finalize_v3(
     if (context == nullptr || host_records == nullptr || host_capacity < context->count) {
         return PALW_CUDA_TRACE_INVALID_ARGUMENT;
     }
-    if (context->finalized) {
-        return PALW_CUDA_TRACE_SEQUENCE_MISMATCH;
-    }
-    if (context->poisoned) {
-        return PALW_CUDA_TRACE_POISONED;
-    }
-    if (context->pending.active) {
-        return PALW_CUDA_TRACE_INCOMPLETE;
-    }
-    if ((context->stream_bound && context->stream != stream) || !on_context_device(context)) {
-        return PALW_CUDA_TRACE_INVALID_ARGUMENT;
+    const palw_cuda_trace_status refused =
+        check_accepting(context, stream, PALW_CUDA_TRACE_INCOMPLETE);
+    if (refused != PALW_CUDA_TRACE_OK) {
+        return refused;
     }
     const size_t count = static_cast<size_t>(context->count);
     std::vector<palw_cuda_producer_device_slot_v3> slots;
