@@ -383,10 +383,7 @@ def skip_if_tier_unavailable(session: PalwSession, item) -> None:
     tier = session.tier_of(item)
     if tier is None:
         return
-    try:
-        reason = session.tier_skip_reason(tier)
-    except PalwError as error:
-        pytest.exit(f"palw: {error}", returncode=4)
+    reason = or_exit(lambda: session.tier_skip_reason(tier))
     if reason:
         pytest.skip(f"{tier.upper()} tier: {reason}")
 

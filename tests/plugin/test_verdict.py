@@ -150,3 +150,21 @@ def test_certify_runs_with_the_suites_plugins_only(tmp_path):
     document = json.loads(certificate.read_text())
     names = {entry.split()[0] for entry in document["pytest"]["plugins"]}
     assert names == {"pytest-palw", "pytest-xdist", "syrupy"}, document["pytest"]
+
+
+def test_a_failing_tier_check_exits_with_its_own_code():
+    """A runtime that fails while a case's tier is checked stops the session with that error's
+    line and exit code (RuntimeLibraryError: 7), as at preflight, not a fixed code."""
+    from types import SimpleNamespace
+
+    from pytest_palw.errors import RuntimeLibraryError
+    from pytest_palw.session import skip_if_tier_unavailable
+
+    def unloadable(tier):
+        raise RuntimeLibraryError("libllama.so could not be loaded: rebuild with `palw build`")
+
+    session = SimpleNamespace(tier_of=lambda item: "gpu", tier_skip_reason=unloadable)
+    with pytest.raises(pytest.exit.Exception) as stopped:
+        skip_if_tier_unavailable(session, item=None)
+    assert stopped.value.returncode == RuntimeLibraryError.exit_code
+    assert str(stopped.value.msg).startswith("palw: libllama.so could not be loaded")
