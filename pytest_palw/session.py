@@ -390,19 +390,29 @@ def skip_if_tier_unavailable(session: PalwSession, item) -> None:
 
 DIGEST_NAMES = ("binary", "q4_k", "q6_k", "attention_qk", "attention_softmax", "attention_pv")
 CPU_PLACEHOLDER_DIGEST = bytes(range(1, 33))  # no CUDA library: the records are never traced
-DIGEST_PROVES = ("every record binds the sha256 of the CUDA library file this process executed the "
-                 "kernels from, so a record cannot be replayed against another build of the library")
-DIGEST_DOES_NOT_PROVE = ("that the library was built from reviewed sources, or which kernel inside it "
-                         "ran (one digest stands for all five classes)")
+# What the kernel digest in a certificate stands for, by where it came from.
+DIGEST_PROVES = {
+    "mapped": ("which libggml-cuda.so file this process executed: the sha256 of the file it mapped "
+               "(/proc/self/maps); the caller hands it to the producer in every approved launch's kernel "
+               "binding, where the runtime checks only that it is nonzero"),
+    "option": ("only what the caller asserted with --palw-kernel-digest: it is handed to the producer in every "
+               "approved launch's kernel binding (checked nonzero only); nothing ties it to the library that ran"),
+    "placeholder": "nothing: no CUDA library ran; a fixed placeholder fills the kernel bindings",
+}
+DIGEST_DOES_NOT_PROVE = ("that the records identify the library: the V3 records and their fingerprints do not "
+                         "contain the digest (builds with different digests give equal fingerprints); that the "
+                         "library was built from reviewed sources; or which kernel inside it ran (one digest "
+                         "stands for all five classes)")
 
 
 @dataclass(frozen=True)
 class KernelDigest:
     digest: bytes
     source: str
+    origin: str  # a key of DIGEST_PROVES
 
     def as_dict(self) -> dict:
-        return {"sha256": self.digest.hex(), "source": self.source, "proves": DIGEST_PROVES,
+        return {"sha256": self.digest.hex(), "source": self.source, "proves": DIGEST_PROVES[self.origin],
                 "does_not_prove": DIGEST_DOES_NOT_PROVE}
 
 
@@ -437,14 +447,15 @@ def kernel_digest(runtime: Runtime, chosen: str | None = None) -> KernelDigest:
     """--palw-kernel-digest, else the sha256 of the libggml-cuda this process actually mapped."""
     parsed = parse_kernel_digest(chosen)
     if parsed is not None:
-        return KernelDigest(parsed, "--palw-kernel-digest")
+        return KernelDigest(parsed, "--palw-kernel-digest", "option")
     if not runtime.has_cuda_trace:
-        return KernelDigest(CPU_PLACEHOLDER_DIGEST, "placeholder: no CUDA library in this runtime")
+        return KernelDigest(CPU_PLACEHOLDER_DIGEST, "placeholder: no CUDA library in this runtime", "placeholder")
     mapped = mapped_library("libggml-cuda.so")
     if mapped is None:
         raise RuntimeLibraryError("the runtime has a CUDA trace backend but no libggml-cuda.so is "
                                   "mapped in this process: pass --palw-kernel-digest")
-    return KernelDigest(bytes.fromhex(remembered_sha256(mapped)), f"sha256 of {mapped}, mapped in this process")
+    return KernelDigest(bytes.fromhex(remembered_sha256(mapped)), f"sha256 of {mapped}, mapped in this process",
+                        "mapped")
 
 
 def runtime_statement(manifest: dict) -> dict:

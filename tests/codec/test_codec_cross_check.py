@@ -70,6 +70,26 @@ def test_every_field_is_encoded_once(abi):
     assert sorted(leaves(ffi.typeof("palw_cuda_trace_record_v3"))) == sorted(p for p, _ in codec.FIELDS)
 
 
+def test_the_encoding_holds_no_kernel_digest(abi):
+    """What a certificate says of its kernel digest (session.DIGEST_DOES_NOT_PROVE) is the ABI's
+    fact: the digest is in a launch's kernel binding, beside the record template, so the canonical
+    record of a launch is the same bytes whatever digest the caller bound."""
+    from pytest_palw.session import DIGEST_DOES_NOT_PROVE
+
+    ffi = abi.ffi
+    assert not [path for path, _ in codec.FIELDS if "digest" in path or "binding" in path]
+    values = [bytes(range(i, i + 32)) if kind == "id" else [i, i + 1, i + 2, i + 3] if kind == "lanes" else i
+              for i, (_, kind) in enumerate(codec.FIELDS, start=1)]
+    launch = ffi.new("palw_cuda_producer_launch_v3 *")
+    launch.semantic_template = _fill(abi, values)[0]
+    encoded = []
+    for digest in (b"\x11" * 32, b"\xee" * 32):
+        ffi.memmove(launch.kernel_binding.kernel_binary_digest, digest, 32)
+        encoded.append(_c_encode(abi, ffi.addressof(launch.semantic_template)))
+    assert encoded[0] == encoded[1] == codec.encode_record(launch.semantic_template)
+    assert "records and their fingerprints do not contain the digest" in DIGEST_DOES_NOT_PROVE
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.tuples(*[_strategy(kind) for _, kind in codec.FIELDS]))
 def test_python_and_c_encoders_agree(abi, values):
