@@ -93,10 +93,8 @@ native_selftest() {  # native/tests/producer_selftest.cu by its header's build l
       $runtime/producer_accumulator.cu $runtime/producer_contract.cpp $runtime/record_codec.cpp \
       -o /tmp/producer_selftest && /tmp/producer_selftest
 }
-native_e2e() {  # native/tests/ggml_trace_e2e.cpp on this build's ggml (its .sh builds a standalone ggml)
-  g++ -std=c++17 -O1 -I"$(dirname "$MANIFEST")/source/ggml/include" -Inative/runtime-palw/cuda \
-      native/tests/ggml_trace_e2e.cpp -L"$LIBDIR" -lggml -lggml-base -Wl,-rpath,"$LIBDIR" -o /tmp/ggml_trace_e2e \
-      && GGML_CUDA_DISABLE_GRAPHS=1 /tmp/ggml_trace_e2e
+native_e2e() {  # native/tests/ggml_trace_e2e.sh on this build's ggml (no standalone ggml build)
+  GGML_LIB_DIR="$LIBDIR" native/tests/ggml_trace_e2e.sh "$(dirname "$MANIFEST")/source"
 }
 bench_decode() {
   python3 benchmarks/bench_decode.py --lib "$MANIFEST" --model "$MODEL" --repeat 20 \

@@ -122,8 +122,8 @@ def test_the_wheel_carries_every_asset(wheel):
     goldens = sorted(path.relative_to(REPO).as_posix() for path in (REPO / "fixtures/goldens").rglob("*.bin"))
     assert goldens, "no committed goldens to look for"
     wanted = [SEED, "patches/overlays/series", *(f"patches/overlays/{name}" for name in _overlays()),
-              "native/SPEC.md", "native/tests/toy_capture_kernel.cuh", *goldens, "fixtures/observer.schema.json", "fixtures/launch_table.py",
-              "fixtures/qwen3_recipe.py", "conformance/__init__.py", "conformance/conftest.py",
+              "native/SPEC.md", "native/tests/toy_capture_kernel.cuh", *goldens, "fixtures/observer.schema.json",
+              "fixtures/launch_table.py", "fixtures/qwen3_recipe.py", "conformance/__init__.py", "conformance/conftest.py",
               *(path.relative_to(REPO).as_posix() for path in (REPO / "conformance").glob("test_*.py"))]
     missing = [name for name in wanted if in_wheel(name) not in files]
     assert not missing, missing
@@ -144,7 +144,8 @@ def _overlays() -> list[str]:
 def test_every_asset_resolves_inside_the_install(venv, env, elsewhere):
     script = ("import json, pytest_palw.paths as p; from pytest_palw.build.plan import native_runtime; "
               "print(json.dumps({n: str(getattr(p, n)) for n in ('CONFORMANCE_DIR', 'SEED_PATCH', "
-              "'OVERLAYS_DIR', 'NATIVE_RUNTIME_DIR', 'TOY_CAPTURE_KERNEL', 'FIXTURES_DIR')} | {'native': native_runtime().sha256}))")
+              "'OVERLAYS_DIR', 'NATIVE_RUNTIME_DIR', 'TOY_CAPTURE_KERNEL', 'FIXTURES_DIR')} "
+              "| {'native': native_runtime().sha256}))")
     found = json.loads(run([venv / "python", "-c", script], cwd=elsewhere, env=env).stdout)
     native = found.pop("native")
     site = (Path(venv).parent / "lib").resolve()
