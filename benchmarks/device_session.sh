@@ -104,7 +104,37 @@ certify() {  # the README's certification command, timed; the certificate comes 
   local t0=$(date +%s%N)
   palw certify --model profile:full -n "${WORKERS:-8}" --require-certified \
       --certificate "$RES/certificate.json" -- -p no:cacheprovider; local rc=$?
-  echo "palw certify: rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"; return $rc
+  echo "palw certify: rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  verdict_line "$RES/certificate.json"; return $rc
+}
+verdict_line() {  # VERDICT JSON: the three lines a note quotes
+  python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); v = d["verdict"]
+print("verdict:", "CERTIFIED" if v["certified"] else "not certified", f"{v['passed']} of {v['expected']} expected",
+      "exit_status", d.get("exit_status"), "inventory", (d.get("inventory") or {}).get("sha256", "")[:16],
+      "suite", (d.get("suite") or {}).get("sha256", "")[:16])
+for reason in v["reasons"][:6]: print("  reason:", reason[:300])
+print("  fingerprints:", json.dumps(d.get("fingerprints")))
+PY
+}
+certify_setup_plan() {  # the issue's route: nothing runs, so nothing may be certified
+  palw certify --model profile:full -n "${WORKERS:-8}" --require-certified \
+      --certificate "$RES/certificate-setup-plan.json" -- -p no:cacheprovider --setup-plan > "$RES/setup-plan.out" 2>&1
+  local rc=$?; tail -n 3 "$RES/setup-plan.out"; echo "palw certify -- --setup-plan: rc=$rc"
+  verdict_line "$RES/certificate-setup-plan.json"; [ $rc -ne 0 ]
+}
+certify_killed() {  # one xdist worker killed (SIGKILL) while the suite runs: never CERTIFIED
+  palw certify --model profile:full -n "${WORKERS:-8}" --require-certified \
+      --certificate "$RES/certificate-killed.json" -- -p no:cacheprovider > "$RES/killed.out" 2>&1 &
+  local pid=$! victim="" i
+  for i in $(seq 1 120); do  # once the cases run (10 s in), the first worker
+    sleep 0.5; victim=$(pgrep -f 'exec\(eval\(sys.stdin' | head -n 1)
+    [ -n "$victim" ] && (( i >= 20 )) && break
+  done
+  echo "killing worker pid $victim at $((i / 2)) s"; kill -9 "$victim"
+  wait $pid; local rc=$?; tail -n 3 "$RES/killed.out"; echo "palw certify with a killed worker: rc=$rc"
+  verdict_line "$RES/certificate-killed.json"; [ $rc -ne 0 ]
 }
 pack_build() {  # the finished build (no objects), in 15 MB parts: a later call can carry it back
   local key; key=$(basename "$(dirname "$MANIFEST")")
@@ -121,7 +151,7 @@ bench_certify() {
 command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
-export -f bench_decode certify pack_build bench_certify
+export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -140,6 +170,8 @@ step structure 30 structure
 step startup 60 startup
 step new_cases 150 new_cases
 step certify 400 certify
+step certify_setup_plan 120 certify_setup_plan
+step certify_killed 200 certify_killed
 step pack_build 60 pack_build
 step smoke 60 smoke_acceptance
 step goldens 120 goldens

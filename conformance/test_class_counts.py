@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_palw.models.launch_table import class_counts
+from pytest_palw.models.launch_table import V1_COUNT, class_counts
 
 pytestmark = pytest.mark.palw_cpu
 
@@ -25,7 +25,7 @@ def test_table_agrees_with_claim(launch_table):
 
 def test_v1_stream_count(palw_discovery):
     mmvq = palw_discovery.mmvq
-    assert len(mmvq) == 253
+    assert len(mmvq) == V1_COUNT
     assert sum(c.klass == "q4_k" for c in mmvq) == 216
     assert sum(c.klass == "q6_k" for c in mmvq) == 37
 

@@ -16,20 +16,22 @@ associations (test_non_mutation (b), pinned tier).
 import numpy as np
 import pytest
 
+from pytest_palw.models.launch_table import V2_COUNT
+
 pytestmark = pytest.mark.palw_cpu
 
 
 def test_reference_decode_succeeds(palw_cpu_reference):
     reference = palw_cpu_reference.reference
     assert reference.decode_status == 0
-    assert len(reference.tiles) == 361
+    assert len(reference.tiles) == V2_COUNT
 
 
-@pytest.mark.parametrize("index", range(361))
+@pytest.mark.parametrize("index", range(V2_COUNT))
 def test_reference_record(index, palw_cpu_reference, lib):
     """Launch ``index``: its association passes the native validator, its record the native codec."""
     associations = palw_cpu_reference.reference.associations
-    assert index < len(associations), f"the reference decode yielded {len(associations)} candidates, not 361"
+    assert index < len(associations), f"the reference decode yielded {len(associations)} candidates, not {V2_COUNT}"
     assert lib.palw_cuda_llama_trace_association_is_supported_v2(associations[index]), (
         "the native header rejects this association (palw_cuda_llama_trace_association_is_supported_v2)")
     assert palw_cpu_reference.c_stream is not None, "the native codec refused a reference record"

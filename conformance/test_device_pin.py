@@ -8,6 +8,7 @@ nothing is accepted or committed.
 
 import pytest
 
+from pytest_palw.models.launch_table import V2_COUNT
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.run import run_trace
 
@@ -24,7 +25,7 @@ def test_device_pin(palw_session, palw_context, palw_caller, palw_token, palw_ru
     palw_session.notes["device_pin"] = {"device_cc": device.cc, "pinned_cc": pinned}
     if device.cc == pinned:
         assert status_name(lib, run.finalize_status) == "OK"
-        assert run.record_count == 361
+        assert run.record_count == V2_COUNT
         assert caller.infos.q4.sm_arch * 10 == pinned
         return
     assert status_name(lib, run.attach_status) == "OK"

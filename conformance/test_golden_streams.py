@@ -9,7 +9,8 @@ fixtures/goldens/test_golden_streams/ and are reviewed like code.
 import pytest
 
 from pytest_palw.goldens import GoldenStreamExtension, device_label, model_label, require_golden
-from pytest_palw.runtime.codec import structural
+from pytest_palw.models.launch_table import V2_COUNT
+from pytest_palw.runtime.codec import ENCODED_SIZE, structural
 
 
 @pytest.fixture
@@ -26,14 +27,14 @@ def golden(snapshot, request):
 
 @pytest.mark.palw_pinned
 def test_full_stream(palw_trace, palw_session, palw_token, golden):
-    assert palw_trace.record_count == 361
+    assert palw_trace.record_count == V2_COUNT
     expected = golden(f"v2-{model_label(palw_session)}-{device_label(palw_session)}-t{palw_token}")
     assert palw_trace.python_stream == expected
 
 
 @pytest.mark.palw_pinned
 def test_structural_stream(palw_trace, palw_session, palw_token, golden):
-    assert palw_trace.record_count == 361
+    assert palw_trace.record_count == V2_COUNT
     expected = golden(f"v2-structural-{model_label(palw_session)}-t{palw_token}")
     assert structural(palw_trace.python_stream) == expected
 
@@ -43,6 +44,6 @@ def test_cpu_reference_stream(palw_cpu_reference, palw_session, palw_token, gold
     """The reference is computed by the runtime's own backend (CPU, or the GPU of a CUDA build):
     the golden's name says which device class computed it."""
     stream = palw_cpu_reference.python_stream
-    assert len(stream) == 361 * 452
+    assert len(stream) == V2_COUNT * ENCODED_SIZE
     expected = golden(f"reference-{device_label(palw_session)}-{model_label(palw_session)}-t{palw_token}")
     assert stream == expected

@@ -6,6 +6,8 @@ derived from the Qwen3 graph and the Q4_K_M rule, not from the runtime.
 
 import pytest
 
+from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
+
 pytestmark = pytest.mark.palw_cpu
 
 
@@ -17,10 +19,10 @@ def _shape(launch):
 def test_discovery_completes(palw_discovery):
     assert not palw_discovery.failed, "discovery decode failed or saw an out-of-order attention stage"
     assert palw_discovery.callback_errors == []
-    assert len(palw_discovery.candidates) == 361
+    assert len(palw_discovery.candidates) == V2_COUNT
 
 
-@pytest.mark.parametrize("index", range(361))
+@pytest.mark.parametrize("index", range(V2_COUNT))
 def test_mixed_launch(index, palw_discovery, launch_table):
     expected = launch_table[index]
     assert index < len(palw_discovery.candidates), f"stream ends at {len(palw_discovery.candidates)}"
@@ -34,7 +36,7 @@ def test_mixed_launch(index, palw_discovery, launch_table):
         assert got.layer == expected.layer
 
 
-@pytest.mark.parametrize("index", range(253))
+@pytest.mark.parametrize("index", range(V1_COUNT))
 def test_mmvq_launch(index, palw_discovery, mmvq_table):
     expected = mmvq_table[index]
     stream = palw_discovery.mmvq

@@ -22,6 +22,7 @@ import subprocess
 
 import pytest
 
+from pytest_palw.models.launch_table import V2_COUNT
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.discovery import Discovery
 from pytest_palw.runtime.names import fault_name, status_name
@@ -119,8 +120,8 @@ def test_null_request(version, palw_runtime, palw_context):
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     attach = lib.llama_palw_cuda_trace_attach_v2 if version == 2 else lib.llama_palw_cuda_trace_attach
     context = palw_context()
-    assert status_name(lib, attach(context.cptr, 361, ffi.NULL)) == "INVALID_ARGUMENT"
-    assert status_name(lib, attach(ffi.NULL, 361, ffi.NULL)) == "INVALID_ARGUMENT"
+    assert status_name(lib, attach(context.cptr, V2_COUNT, ffi.NULL)) == "INVALID_ARGUMENT"
+    assert status_name(lib, attach(ffi.NULL, V2_COUNT, ffi.NULL)) == "INVALID_ARGUMENT"
 
 
 @pytest.mark.palw_cpu
@@ -168,7 +169,7 @@ def test_invalid_request_field(field, version, palw_runtime, palw_discovery, pal
     elif field == "struct_size":
         request.struct_size -= 8
     elif field == "expected_count":
-        request.expected_launch_count = 360 if version == 2 else 0
+        request.expected_launch_count = V2_COUNT - 1 if version == 2 else 0
     elif field == "capacity":
         capacity = request.expected_launch_count - 1
     elif field == "producer_context":
@@ -272,15 +273,15 @@ def test_already_attached(attached, palw_runtime, palw_discovery, palw_session):
 def test_lifecycle_out_of_order(attached, palw_runtime, palw_token):
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     context, caller = attached
-    records = ffi.new("palw_cuda_trace_record_v3[]", 361)
+    records = ffi.new("palw_cuda_trace_record_v3[]", V2_COUNT)
     out = ffi.new("uint64_t *")
     steps = {"destroy_while_bound": lib.llama_palw_cuda_trace_destroy(context.cptr)}
     assert context.decode(palw_token) == 0
-    steps["finalize_before_unbind"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, 361)
+    steps["finalize_before_unbind"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, V2_COUNT)
     steps["unbind"] = lib.llama_palw_cuda_trace_unbind(context.cptr, out)
     steps["unbind_twice"] = lib.llama_palw_cuda_trace_unbind(context.cptr, out)
-    steps["finalize"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, 361)
-    steps["finalize_twice"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, 361)
+    steps["finalize"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, V2_COUNT)
+    steps["finalize_twice"] = lib.llama_palw_cuda_trace_finalize(context.cptr, records, V2_COUNT)
     steps["destroy"] = lib.llama_palw_cuda_trace_destroy(context.cptr)
     steps["destroy_twice"] = lib.llama_palw_cuda_trace_destroy(context.cptr)
     assert {k: status_name(lib, v) for k, v in steps.items()} == {

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from pytest_palw.models.launch_table import V2_COUNT
 from pytest_palw.paths import FIXTURES_DIR
 from pytest_palw.runtime.reference import reference_run
 from pytest_palw.runtime.run import run_trace
@@ -69,10 +70,10 @@ def test_default_scheduling_is_unchanged_by_a_trace(palw_trace, palw_context, pa
 
 
 @pytest.mark.palw_pinned
-@pytest.mark.parametrize("index", range(361))
+@pytest.mark.parametrize("index", range(V2_COUNT))
 def test_association_matches_discovery(index, palw_trace, palw_discovery, lib):
     associations = palw_trace.caller.associations
-    assert len(associations) == 361
+    assert len(associations) == V2_COUNT
     got, want = associations[index], palw_discovery.candidates[index]
     shape = ("m", "n", "k", "batch", "output_rows", "output_columns", "kind", "quantization", "attention_stage")
     assert {f: got[f] for f in shape} == {f: getattr(want, f) for f in shape}
@@ -86,7 +87,7 @@ def test_association_matches_discovery(index, palw_trace, palw_discovery, lib):
 @pytest.mark.palw_pinned
 def test_operation_tokens_are_distinct(palw_trace):
     tokens = palw_trace.caller.operation_tokens
-    assert len(tokens) == 361 and len(set(tokens)) == 361 and 0 not in tokens
+    assert len(tokens) == V2_COUNT and len(set(tokens)) == V2_COUNT and 0 not in tokens
 
 
 _NODE_LINE = re.compile(r"node #\s*(\d+) \(\s*(.{1,10})\):\s+(.{1,20}) \(")
@@ -115,7 +116,7 @@ def test_scheduled_graph_unchanged_by_trace(palw_model, palw_caller, palw_token)
     untraced_status, untraced = _scheduled_nodes(palw_model, None, palw_token)
     traced_status, traced = _scheduled_nodes(palw_model, lambda: palw_caller(version=2), palw_token)
     assert untraced_status == 0 and traced_status == 0
-    assert len(untraced) > 361, "GGML_SCHED_DEBUG printed no node list"
+    assert len(untraced) > V2_COUNT, "GGML_SCHED_DEBUG printed no node list"
     assert len(traced) == len(untraced)
     assert traced == untraced
 

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.run import run_trace
 from pytest_palw.runtime.verify import record_mismatches
@@ -34,22 +35,22 @@ def _expected_statuses(count):
 
 
 def test_v2_statuses(palw_trace, lib):
-    assert _positive_statuses(palw_trace, lib, 361) == _expected_statuses(361)
+    assert _positive_statuses(palw_trace, lib, V2_COUNT) == _expected_statuses(V2_COUNT)
 
 
 def test_v1_statuses(palw_trace_v1, lib):
-    assert _positive_statuses(palw_trace_v1, lib, 253) == _expected_statuses(253)
+    assert _positive_statuses(palw_trace_v1, lib, V1_COUNT) == _expected_statuses(V1_COUNT)
 
 
 @pytest.mark.parametrize("stream", ["palw_trace", "palw_trace_v1"])
 def test_callbacks(stream, request):
     run = request.getfixturevalue(stream)
-    caller, count = run.caller, (361 if stream == "palw_trace" else 253)
+    caller, count = run.caller, (V2_COUNT if stream == "palw_trace" else V1_COUNT)
     assert caller.callback_errors == []
     assert (caller.approved, caller.launch_notifications, len(caller.faults), int(caller.error)) == (count, count, 0, 0)
 
 
-@pytest.mark.parametrize("index", range(361))
+@pytest.mark.parametrize("index", range(V2_COUNT))
 def test_v2_record(index, palw_trace, palw_discovery, ffi, lib):
     assert index < palw_trace.record_count
     problems = record_mismatches(ffi, palw_trace.records[index], index, palw_discovery.candidates[index],
@@ -57,7 +58,7 @@ def test_v2_record(index, palw_trace, palw_discovery, ffi, lib):
     assert problems == []
 
 
-@pytest.mark.parametrize("index", range(253))
+@pytest.mark.parametrize("index", range(V1_COUNT))
 def test_v1_record(index, palw_trace_v1, palw_discovery, ffi, lib):
     assert index < palw_trace_v1.record_count
     record = palw_trace_v1.records[index]
@@ -88,10 +89,10 @@ def palw_reference(palw_model, palw_token):
     return reference_run(palw_model, palw_token)
 
 
-@pytest.mark.parametrize("index", range(361))
+@pytest.mark.parametrize("index", range(V2_COUNT))
 def test_device_sketch_equals_host_sketch(index, palw_trace, palw_reference):
     """Reference: the untraced decode with every node its own scheduler split (pytest_palw.runtime.reference)."""
-    assert palw_reference.decode_status == 0 and len(palw_reference.tiles) == 361
+    assert palw_reference.decode_status == 0 and len(palw_reference.tiles) == V2_COUNT
     lanes = _host_lanes(palw_reference)[index]
     device = list(palw_trace.records[index].base.base.sketch)
     assert device == lanes

@@ -9,6 +9,7 @@ is of the class the launch table says.
 
 import pytest
 
+from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.run import run_trace
 
@@ -48,19 +49,19 @@ def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime)
     _check_rejection(run, caller, index, lib, before, _request_bytes(ffi, caller))
 
 
-@pytest.mark.parametrize("index", range(361))
+@pytest.mark.parametrize("index", range(V2_COUNT))
 def test_reject_v2(index, palw_context, palw_caller, palw_token, palw_runtime, launch_table, palw_discovery):
     _reject(2, index, palw_context, palw_caller, palw_token, palw_runtime)
     assert palw_discovery.candidates[index].klass == launch_table[index].klass
 
 
-@pytest.mark.parametrize("index", range(253))
+@pytest.mark.parametrize("index", range(V1_COUNT))
 def test_reject_v1(index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table, palw_discovery):
     _reject(1, index, palw_context, palw_caller, palw_token, palw_runtime)
     assert palw_discovery.mmvq[index].klass == mmvq_table[index].klass
 
 
-@pytest.mark.parametrize("index", [0, 180, 360])
+@pytest.mark.parametrize("index", [0, V2_COUNT // 2, V2_COUNT - 1])  # the first, middle and last launch
 def test_fresh_context_traces_after_rejection(index, palw_context, palw_caller, palw_token, palw_runtime,
                                               palw_trace):
     lib = palw_runtime.lib
@@ -68,5 +69,5 @@ def test_fresh_context_traces_after_rejection(index, palw_context, palw_caller, 
     assert rejected.decode_status != 0
     positive = run_trace(palw_context(), palw_caller(version=2), palw_token)
     assert positive.finalize_status == lib.PALW_CUDA_TRACE_OK, status_name(lib, positive.finalize_status)
-    assert positive.record_count == 361
+    assert positive.record_count == V2_COUNT
     assert positive.fingerprint == palw_trace.fingerprint

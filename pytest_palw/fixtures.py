@@ -11,9 +11,9 @@ from pytest_palw.session import or_exit
 
 @pytest.fixture(scope="session")
 def palw_session(request):
-    from pytest_palw.plugin import _session
+    from pytest_palw.plugin import palw_session as session_of
 
-    return _session(request.config)
+    return session_of(request.config)
 
 
 @pytest.fixture(scope="session")

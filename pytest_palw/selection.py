@@ -10,16 +10,16 @@ import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_palw.paths import CONFORMANCE_DIR
+from pytest_palw import paths
 
 
 def conformance_modules() -> set[str]:
     """The suite's claim modules, by file name."""
-    return {path.name for path in CONFORMANCE_DIR.glob("test_*.py")}
+    return {path.name for path in paths.CONFORMANCE_DIR.glob("test_*.py")}
 
 
 def in_suite(path) -> bool:
-    return CONFORMANCE_DIR in path.resolve().parents
+    return paths.CONFORMANCE_DIR in path.resolve().parents
 
 
 def argument_path(arg: str, invocation_dir, pyargs: bool = False) -> Path:
@@ -38,13 +38,10 @@ def argument_path(arg: str, invocation_dir, pyargs: bool = False) -> Path:
     return (Path(invocation_dir) / name).resolve()
 
 
-def partial_run_reasons(args: Iterable[str], deselected: int, ran_nodeids: Iterable[str],
-                        ran_files: Iterable[str] = ()) -> list[str]:
-    """Why this run does not cover the whole suite; empty when it does.
-
-    ``ran_files``: the reports' file locations. A node id can lack its file: pytest names the
-    cases of a module given as ``--pyargs pytest_palw.conformance.test_x`` ``::test_...``.
-    """
+def partial_run_reasons(args: Iterable[str], deselected: int, ran_case_ids: Iterable[str]) -> list[str]:
+    """Why this run does not cover the whole suite, as far as its arguments tell; empty when they
+    do not narrow it. (The verdict joins the reports with the expected inventory anyway: these
+    reasons only name the cause.) ``ran_case_ids``: the inventory's names of the reported cases."""
     reasons = []
     if deselected:
         reasons.append(f"partial run: {deselected} conformance case(s) deselected (-k, -m, "
@@ -52,8 +49,7 @@ def partial_run_reasons(args: Iterable[str], deselected: int, ran_nodeids: Itera
     by_id = [arg for arg in args if "::" in arg]
     if by_id:
         reasons.append(f"partial run: cases chosen by node id ({by_id[0]}): run the whole suite to certify")
-    ran_modules = {nodeid.split("::", 1)[0].rsplit("/", 1)[-1] for nodeid in ran_nodeids}
-    ran_modules |= {Path(path).name for path in ran_files}
+    ran_modules = {case_id.split("::", 1)[0].rsplit("/", 1)[-1] for case_id in ran_case_ids}
     modules = conformance_modules()
     missing = sorted(modules - ran_modules)
     if missing and ran_modules & modules:
@@ -61,6 +57,21 @@ def partial_run_reasons(args: Iterable[str], deselected: int, ran_nodeids: Itera
                        f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): "
                        "run `pytest conformance` to certify")
     return reasons
+
+
+# pytest's options that run no case body, and what each does instead.
+# --setup-plan sets setuponly too: it is named first.
+RUN_MODES = {"collectonly": "--collect-only: the cases were collected, none ran",
+             "setupplan": "--setup-plan: fixtures were planned, no case body ran",
+             "setuponly": "--setup-only: fixtures were set up, no case body ran"}
+
+
+def run_mode_reasons(config) -> list[str]:
+    """A run that by its options runs no case body certifies nothing (the first such option named)."""
+    for dest, meaning in RUN_MODES.items():
+        if getattr(config.option, dest, False):
+            return [f"{meaning}: run without it to certify"]
+    return []
 
 
 # syrupy's flags that write goldens instead of checking them (their option dests).

@@ -1,12 +1,16 @@
-"""PalwSession: everything the plugin's hooks and fixtures delegate to, one per process.
+"""PalwSession: what the plugin's hooks and fixtures delegate to in every process (controller and
+xdist workers alike).
 
-It resolves the runtime build and the model, loads them lazily (a unit test that
-uses no PALW fixture never loads a runtime), decides the tiers a case can run in,
-and keeps the facts and outcomes the certificate is made of.
+It resolves the runtime build and the model, loads them lazily (a unit test that uses no PALW
+fixture never loads a runtime), decides the tiers a case can run in, witnesses that a case's body
+ran, and states this process's facts. The controlling process also has a Controller
+(controller.py): the inventory, the reports, the certificate.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
 import time
 from dataclasses import dataclass
@@ -16,31 +20,17 @@ from pathlib import Path
 import pytest
 
 from pytest_palw import options as opts
-from pytest_palw.build.digests import remembered_sha256
-from pytest_palw.certificate import Certificate
+from pytest_palw import paths
+from pytest_palw.build.digests import remembered_sha256, sha256_stream
 from pytest_palw.errors import PalwError, RuntimeLibraryError
-from pytest_palw.paths import CONFORMANCE_DIR
 from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
 from pytest_palw.runtime.load_probe import LoadProbe
 from pytest_palw.runtime.model_check import check_profile
-from pytest_palw.selection import argument_path, golden_recording_reasons, in_suite, partial_run_reasons
+from pytest_palw.selection import argument_path, in_suite
+from pytest_palw.tiers import TIER_MEANINGS, TIERS, tier_of
 
-TIER_MEANINGS = {"cpu": "runs on any PALW runtime (CPU tier, CI)",
-                 "gpu": "needs a CUDA runtime exposing the PALW procs (GPU tier)",
-                 "pinned": "needs a device whose cc equals the runtime's pinned cc",
-                 "metal": "needs an Apple GPU (not part of a CUDA certification)"}
-TIERS = tuple(TIER_MEANINGS)
-
-
-class _ReportListener:
-    """Registered in the controller: under xdist it sees every worker's reports."""
-
-    def __init__(self, session: "PalwSession"):
-        self.session = session
-
-    def pytest_runtest_logreport(self, report):
-        self.session.record(report)
+_BODY = pytest.StashKey[str]()  # the suite function whose body ran to its end in this call
 
 
 def or_exit(step):
@@ -55,14 +45,13 @@ class PalwSession:
     def __init__(self, config):
         self.config = config
         self.worker_id = config.workerinput["workerid"] if hasattr(config, "workerinput") else None
-        self.certificate = Certificate()
+        self.controller = None  # controller.Controller, in the controlling process
         self.notes: dict = {}
         self.fingerprints: dict = {}
         self.kernel_infos: dict = {}
         self.device_assignment: str | None = None
         self.used = False
         self.deselected = 0  # conformance cases this process's collection deselected
-        self.ran_files: set[str] = set()  # the reported cases' files (report.location)
         # Wall-clock moments of this process (benchmarks/bench_certify.py draws the timeline).
         self.timeline: dict[str, float] = {"process_start": process_start_time(), "configured": time.time()}
         # The runtime the controller chose, and why, handed to xdist workers (configure_node):
@@ -82,11 +71,12 @@ class PalwSession:
             return True
         args = self.config.args or []
         root = Path(self.config.rootpath)
+        suite = paths.CONFORMANCE_DIR
         for arg in args:
             target = argument_path(arg, self.config.invocation_params.dir, self.config.option.pyargs)
-            if target == CONFORMANCE_DIR or CONFORMANCE_DIR in target.parents or target in CONFORMANCE_DIR.parents:
+            if target == suite or suite in target.parents or target in suite.parents:
                 return True
-        return not args and root == CONFORMANCE_DIR.parent
+        return not args and root == suite.parent
 
     # -- the plugin's hooks (plugin.py) hand over to these ----------------------------
     def configure(self) -> None:
@@ -95,19 +85,21 @@ class PalwSession:
         if self.worker_id is not None:
             self.device_assignment = assign_worker_device(self.worker_id, self.option("palw_device"))
             return
-        # Under xdist the controller sees every worker's reports here.
-        self.config.pluginmanager.register(_ReportListener(self), "palw-report-listener")
-        self.discard_old_certificate()
+        from pytest_palw.controller import Controller
+
+        self.controller = Controller(self)
+        self.config.pluginmanager.register(self.controller, "palw-controller")
+        self.controller.discard_old_certificate()
 
     def start(self, session) -> None:
         self.mark("session_start")
         if self.worker_id is None and self.requested() and not session.config.option.collectonly:
             or_exit(self.preflight)
-            self.certificate.started = time.time()
 
     def before_first_case(self) -> None:
-        if self.worker_id is None:  # while the workers start, collect and the load probe runs
-            self.certificate.facts["pytest"] = pytest_statement(self.config)
+        if self.worker_id is None and self.requested():  # while the workers start and collect
+            self.controller.expect()
+            self.controller.certificate.facts["pytest"] = pytest_statement(self.config)
         or_exit(self.await_preflight)
 
     def mark_tiers(self, items) -> None:
@@ -123,32 +115,37 @@ class PalwSession:
         self.mark("first_case")
         skip_if_tier_unavailable(self, item)
 
-    def worker_done(self, workeroutput: dict, worker: str) -> None:
-        facts = workeroutput.get("palw_facts")
-        if facts:
-            self.certificate.merge_facts(facts, worker)
+    @contextlib.contextmanager
+    def witness(self, item):
+        """Around a case's call: note the suite function whose body ran to its end. A call that
+        never reaches the function (a plugin replacing runtest or pytest_pyfunc_call) or another
+        function in its place leaves no witness, and the verdict counts the body as not run."""
+        item.stash[_BODY] = None
+        function = suite_function(item)
+        if function is None:
+            yield
+            return
+        original = item.obj
 
-    def finish(self, session, exitstatus) -> None:
+        def body(*args, **kwargs):
+            result = original(*args, **kwargs)
+            item.stash[_BODY] = function
+            return result
+
+        item.obj = body
+        try:
+            yield
+        finally:
+            item.obj = original
+
+    def attest(self, item, report) -> None:
+        """The call's report carries the witness (a string: it crosses xdist's wire)."""
+        if report.when == "call":
+            report.palw_body = item.stash.get(_BODY, None)
+
+    def worker_finish(self, session) -> None:
         if self.worker_id is not None:
             session.config.workeroutput["palw_facts"] = self.facts()
-            return
-        certificate = self.certificate
-        certificate.merge_facts(self.facts(), "controller")
-        certificate.finished = time.time()
-        # Under xdist the workers collect and deselect (each the same cases): the first count holds.
-        certificate.partial_run = partial_run_reasons(
-            session.config.args, certificate.facts.get("deselected", 0), certificate.cases,
-            self.ran_files) + golden_recording_reasons(session.config)
-        certificate.interrupted = self.stop_reason(session, exitstatus)
-        path = self.option("palw_certificate")
-        if path and certificate.cases:
-            certificate.write(path)
-
-    def summarize(self, terminalreporter) -> None:
-        if self.worker_id is None and self.certificate.cases:
-            from pytest_palw.certificate.terminal import terminal_summary
-
-            terminal_summary(terminalreporter, self)
 
     # -- resolution (cheap; runs in the controller before any worker starts) ---------
     def model_path(self) -> Path:
@@ -336,39 +333,6 @@ class PalwSession:
         if not first or moment not in self.timeline:
             self.timeline[moment] = time.time()
 
-    # -- outcomes ---------------------------------------------------------------------------
-    def tier_of(self, item_or_report) -> str | None:
-        keywords = item_or_report.keywords
-        for tier in reversed(TIERS):
-            if f"palw_{tier}" in keywords:
-                return tier
-        return None
-
-    def record(self, report) -> None:
-        tier = self.tier_of(report)
-        if tier is not None:
-            if self.certificate.started is None:
-                self.certificate.started = time.time()
-            category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
-            self.certificate.record(report, tier, category)
-            self.ran_files.add(report.location[0])
-
-    def discard_old_certificate(self) -> None:
-        """A certificate file on disk speaks for the run that wrote it: an older one must not
-        survive a run that stops early or runs no case (it would still say CERTIFIED)."""
-        path = self.option("palw_certificate")
-        if path:
-            Path(path).unlink(missing_ok=True)
-
-    @staticmethod
-    def stop_reason(session, exitstatus) -> str | None:
-        if exitstatus == pytest.ExitCode.INTERRUPTED:
-            return "interrupted"
-        if session.shouldstop or session.shouldfail:
-            return str(session.shouldstop or session.shouldfail)
-        return None
-
-
 def process_start_time() -> float | None:
     """When this process started (Linux /proc), as a Unix time; None elsewhere."""
     try:
@@ -379,8 +343,21 @@ def process_start_time() -> float | None:
         return None
 
 
+def suite_function(item) -> str | None:
+    """``conformance/test_x.py::test_f`` when ``item`` is a function of the suite whose code is in
+    that very file; None for anything else (a unit test, an item a plugin made up)."""
+    obj = getattr(item, "obj", None) if isinstance(item, pytest.Function) else None
+    code = getattr(inspect.unwrap(obj), "__code__", None) if obj is not None else None
+    if code is None:
+        return None
+    source = Path(code.co_filename).resolve()
+    if source.parent != paths.CONFORMANCE_DIR.resolve() or source != Path(item.path).resolve():
+        return None
+    return f"conformance/{source.name}::{code.co_name}"
+
+
 def skip_if_tier_unavailable(session: PalwSession, item) -> None:
-    tier = session.tier_of(item)
+    tier = tier_of(item.keywords)
     if tier is None:
         return
     reason = or_exit(lambda: session.tier_skip_reason(tier))
@@ -392,9 +369,10 @@ DIGEST_NAMES = ("binary", "q4_k", "q6_k", "attention_qk", "attention_softmax", "
 CPU_PLACEHOLDER_DIGEST = bytes(range(1, 33))  # no CUDA library: the records are never traced
 # What the kernel digest in a certificate stands for, by where it came from.
 DIGEST_PROVES = {
-    "mapped": ("which libggml-cuda.so file this process executed: the sha256 of the file it mapped "
-               "(/proc/self/maps); the caller hands it to the producer in every approved launch's kernel "
-               "binding, where the runtime checks only that it is nonzero"),
+    "mapped": ("which libggml-cuda.so file this process executed: the sha256 of the bytes of the file it "
+               "mapped (/proc/self/maps), read in this run through /proc/self/map_files; the caller hands it "
+               "to the producer in every approved launch's kernel binding, where the runtime checks only "
+               "that it is nonzero"),
     "option": ("only what the caller asserted with --palw-kernel-digest: it is handed to the producer in every "
                "approved launch's kernel binding (checked nonzero only); nothing ties it to the library that ran"),
     "placeholder": "nothing: no CUDA library ran; a fixed placeholder fills the kernel bindings",
@@ -430,17 +408,40 @@ def parse_kernel_digest(chosen: str | None) -> bytes | None:
     return digest
 
 
-def mapped_library(prefix: str) -> Path | None:
-    """The file of the first library named ``prefix*`` that this process has mapped."""
+@dataclass(frozen=True)
+class Mapping:
+    """One file mapped into this process (a line of /proc/self/maps)."""
+
+    path: Path
+    addresses: str  # "start-end", the name of its /proc/self/map_files entry
+    inode: int
+
+
+def mapped_library(prefix: str) -> Mapping | None:
+    """The first library named ``prefix*`` that this process has mapped."""
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
-                path = line.split()[-1] if len(line.split()) >= 6 else ""
-                if Path(path).name.startswith(prefix):
-                    return Path(path)
-    except OSError:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and Path(fields[5].strip()).name.startswith(prefix):
+                    return Mapping(Path(fields[5].strip()), fields[0], int(fields[4]))
+    except (OSError, ValueError):
         return None
     return None
+
+
+def mapped_sha256(mapping: Mapping) -> str:
+    """sha256 of the bytes of the mapped file, read in this run: through /proc/self/map_files (the
+    very file mapped), else through its path while that is still the same inode."""
+    for candidate in (Path("/proc/self/map_files") / mapping.addresses, mapping.path):
+        try:
+            with open(candidate, "rb") as handle:
+                if os.fstat(handle.fileno()).st_ino == mapping.inode:
+                    return sha256_stream(handle)
+        except OSError:
+            continue
+    raise RuntimeLibraryError(f"{mapping.path}, mapped in this process, can no longer be read (replaced or "
+                              "removed on disk since it was loaded): rerun, or pass --palw-kernel-digest")
 
 
 def kernel_digest(runtime: Runtime, chosen: str | None = None) -> KernelDigest:
@@ -454,8 +455,8 @@ def kernel_digest(runtime: Runtime, chosen: str | None = None) -> KernelDigest:
     if mapped is None:
         raise RuntimeLibraryError("the runtime has a CUDA trace backend but no libggml-cuda.so is "
                                   "mapped in this process: pass --palw-kernel-digest")
-    return KernelDigest(bytes.fromhex(remembered_sha256(mapped)), f"sha256 of {mapped}, mapped in this process",
-                        "mapped")
+    return KernelDigest(bytes.fromhex(mapped_sha256(mapped)),
+                        f"sha256 of {mapped.path}, mapped in this process, computed in this run", "mapped")
 
 
 def runtime_statement(manifest: dict) -> dict:

@@ -20,10 +20,15 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
+        return sha256_stream(handle)
+
+
+def sha256_stream(handle) -> str:
+    """sha256 of what is left to read in a binary file object."""
+    digest = hashlib.sha256()
+    while chunk := handle.read(CHUNK):
+        digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -1,4 +1,9 @@
-"""The certificate: a versioned JSON document of one conformance run and its verdict."""
+"""The certificate: a versioned JSON document of one conformance run and its verdict.
+
+Built once, in the controlling process, when the session finishes (``Certificate.finish``): the
+expected inventory, every case's reports, the facts the workers sent, the verdict (verdict.py).
+The terminal summary, the JSON file and the HTML page all render that one document.
+"""
 
 from __future__ import annotations
 
@@ -8,39 +13,58 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_palw import __version__
+from pytest_palw.certificate.verdict import KNOWN_CATEGORIES, RunFacts, judge
 
 SCHEMA_NAME = "pytest-palw.certificate"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the expected inventory, the suite digest, per-phase outcomes
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
-# Tiers whose claims belong to another platform (the Metal hook): skipped, not disqualifying.
-NOT_CERTIFIED_HERE = ("metal",)
-
 
 # pytest's own report categories (pytest_report_teststatus), worst first: a case's outcome.
 OUTCOMES = ("error", "failed", "xpassed", "skipped", "xfailed", "passed")
+_PHASE_RANK = {"passed": 0, "skipped": 1, "failed": 3}  # any other outcome ranks 2
+# Facts each process states for itself; every other fact must be the same in every worker.
+PER_PROCESS_FACTS = ("worker", "deselected")
+MERGED_BY_NAME = ("fingerprints", "notes", "kernel_infos")
 
 
 @dataclass
 class CaseResult:
-    nodeid: str
-    tier: str
+    id: str  # the inventory's name (conformance/test_x.py::test_f[param])
+    nodeid: str  # as pytest reported it
+    tier: str | None
     outcome: str = "incomplete"  # one of OUTCOMES, or incomplete: started but never reported done
     duration_s: float = 0.0
     reason: str | None = None
     worker: str | None = None
     # Each report pytest counted for this case, by its category: pytest's summary line is the sum.
     categories: list[str] = field(default_factory=list)
+    phases: dict[str, str] = field(default_factory=dict)  # setup / call / teardown -> the report's outcome
+    body: str | None = None  # the suite function whose body ran to its end in the call (the plugin's witness)
+    crashed: bool = False  # its worker died while running it (xdist's crash report)
+    unknown: list[str] = field(default_factory=list)  # categories pytest does not name
     started_at: float | None = None  # Unix time the case's setup began (in its worker)
     finished_at: float | None = None  # and its last report ended
 
     def update(self, report, category: str) -> None:
-        self.duration_s += float(report.duration)
+        self.duration_s += float(report.duration or 0)
         if getattr(report, "start", None) is not None:
             self.started_at = min(self.started_at or report.start, report.start)
             self.finished_at = max(self.finished_at or report.stop, report.stop)
         node = getattr(report, "node", None)  # set by xdist in the controller
         if node is not None:
             self.worker = node.gateway.id
+        when = report.when
+        if when not in ("setup", "call", "teardown"):  # xdist's report of a case whose worker died
+            self.crashed = True
+            self.reason = _first_line(str(report.longrepr))
+        else:
+            seen = self.phases.get(when)
+            if seen is None or _PHASE_RANK.get(report.outcome, 2) > _PHASE_RANK.get(seen, 2):
+                self.phases[when] = report.outcome
+            if when == "call":
+                self.body = getattr(report, "palw_body", None)
+        if category not in KNOWN_CATEGORIES:
+            self.unknown.append(category)
         if category not in OUTCOMES:
             return  # a passing setup or teardown: pytest counts nothing either
         self.categories.append(category)
@@ -50,7 +74,7 @@ class CaseResult:
         if report.failed:
             self.reason = _first_line(report.longreprtext)
         elif report.skipped:
-            self.reason = _skip_reason(report).removeprefix(f"{self.tier.upper()} tier: ")
+            self.reason = _skip_reason(report).removeprefix(f"{(self.tier or '').upper()} tier: ")
 
 
 def _first_line(text: str) -> str:
@@ -66,37 +90,53 @@ def _skip_reason(report) -> str:
     return _first_line(str(longrepr))
 
 
+def _short(value) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 @dataclass
 class Certificate:
-    cases: dict[str, CaseResult] = field(default_factory=dict)
+    inventory: object | None = None  # inventory.Inventory, built before any case runs
+    suite: dict | None = None  # inventory.suite_digest()
+    cases: dict[str, CaseResult] = field(default_factory=dict)  # by case id
     facts: dict = field(default_factory=dict)  # runtime, model, token, fingerprints, ...
     workers: dict[str, dict] = field(default_factory=dict)
+    run: RunFacts = field(default_factory=RunFacts)
     started: float | None = None
     finished: float | None = None
-    partial_run: list[str] = field(default_factory=list)  # selection.partial_run_reasons
-    interrupted: str | None = None  # why pytest stopped early (Ctrl-C, -x, pytest.exit)
+    document: dict | None = None  # built once by finish()
+    _fact_sources: dict[str, str] = field(default_factory=dict)
 
-    def record(self, report, tier: str, category: str) -> None:
+    def record(self, case_id: str, report, tier: str | None, category: str) -> None:
         """``category``: pytest's own (``pytest_report_teststatus``) for this report."""
-        case = self.cases.setdefault(report.nodeid, CaseResult(report.nodeid, tier))
+        case = self.cases.setdefault(case_id, CaseResult(case_id, report.nodeid, tier))
         case.update(report, category)
 
-    def merge_facts(self, facts: dict, worker: str | None = None) -> None:
-        if worker:
-            self.workers[worker] = facts.get("worker", {})
+    def merge_facts(self, facts: dict, worker: str) -> None:
+        """One process's facts; a fact two workers state differently is a conflict (a verdict reason)."""
+        self.workers[worker] = facts.get("worker", {})
         for key, value in facts.items():
-            if key == "worker":
+            if key in PER_PROCESS_FACTS:
+                if key == "deselected":
+                    self.facts.setdefault(key, value)
                 continue
-            if key in ("fingerprints", "notes", "kernel_infos"):
+            if key in MERGED_BY_NAME:
                 merged = self.facts.setdefault(key, {})
                 for name, item in value.items():
-                    if name in merged and merged[name] != item:
-                        merged.setdefault("_conflicts", []).append({name: [merged[name], item]})
-                    merged.setdefault(name, item)
+                    self._agree(f"{key}.{name}", merged, name, item, worker)
             else:
-                self.facts.setdefault(key, value)
+                self._agree(key, self.facts, key, value, worker)
 
-    # -- verdict -------------------------------------------------------------------
+    def _agree(self, label: str, merged: dict, name: str, value, worker: str) -> None:
+        if name not in merged:
+            merged[name] = value
+            self._fact_sources[label] = worker
+        elif merged[name] != value:
+            self.run.conflicts.append(f"{label}: {self._fact_sources[label]} has {_short(merged[name])}, "
+                                      f"{worker} has {_short(value)}")
+
+    # -- the verdict and the document, once ---------------------------------------------------------
     def summary(self) -> dict:
         """pytest's own counts for the suite's cases (a case passing its call and erroring in
         teardown counts once in each, as pytest counts it), and the cases that never finished."""
@@ -107,41 +147,18 @@ class Certificate:
         counts["duration_s"] = round((self.finished or 0) - (self.started or 0), 3)
         return counts
 
-    def verdict(self) -> dict:
-        reasons = []
-        summary = self.summary()
-        if not self.cases:
-            reasons.append("no conformance case ran")
-        if self.interrupted:
-            reasons.append(f"the run was interrupted ({self.interrupted}): "
-                           f"{summary['incomplete']} started case(s) never finished")
-        bad = sum(1 for c in self.cases.values() if c.outcome in ("failed", "error", "xpassed"))
-        if bad:
-            reasons.append(f"{bad} case(s) failed")
-        if summary["xfailed"]:
-            reasons.append(f"{summary['xfailed']} case(s) marked xfail: a certified claim cannot be "
-                           "expected to fail")
-        skipped: dict[tuple[str, str], int] = {}
-        for case in self.cases.values():
-            if case.outcome == "skipped" and case.tier not in NOT_CERTIFIED_HERE:
-                # another platform's claims (Metal) are listed in the cases, not verdict reasons
-                key = (case.tier, case.reason or "no reason given")
-                skipped[key] = skipped.get(key, 0) + 1
-        for (tier, reason), count in sorted(skipped.items()):
-            reasons.append(f"{count} {tier.upper()}-tier case(s) not run: {reason}")
-        reasons += self.partial_run
-        conflicts = self.facts.get("fingerprints", {}).get("_conflicts")
-        if conflicts:
-            reasons.append(f"workers disagree on fingerprints: {conflicts}")
-        return {"certified": not reasons, "reasons": reasons}
-
-    def document(self) -> dict:
-        return {
+    def finish(self, finished: float) -> dict:
+        self.finished = finished
+        verdict = judge(self.inventory, self.cases, self.run)
+        self.document = {
             "schema": SCHEMA_NAME,
             "version": SCHEMA_VERSION,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "generator": f"pytest-palw {__version__}",
-            "verdict": self.verdict(),
+            "verdict": verdict,
+            "inventory": self.inventory.as_dict() if self.inventory is not None else None,
+            "suite": self.suite,
+            "exit_status": None if self.run.exitstatus is None else int(self.run.exitstatus),
             "runtime": self.facts.get("runtime"),
             "device": self.facts.get("device"),
             "pinned_cc": self.facts.get("pinned_cc"),
@@ -155,15 +172,26 @@ class Certificate:
             "notes": self.facts.get("notes", {}),
             "workers": self.workers,
             "summary": self.summary(),
-            "cases": [vars(c) for c in sorted(self.cases.values(), key=lambda c: c.nodeid)],
+            "cases": [vars(c) for c in sorted(self.cases.values(), key=lambda c: c.id)],
         }
+        return self.document
 
-    def write(self, path: Path) -> dict:
-        document = self.document()
+    def write(self, path) -> Path:
+        """The JSON at ``path`` and its HTML page beside it (``<stem>.html``); returns the page."""
+        from pytest_palw.certificate.html import render
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
-        return document
+        path.write_text(json.dumps(self.document, indent=1, sort_keys=False) + "\n")
+        page = page_path(path)
+        page.write_text(render(self.document), encoding="utf-8")
+        return page
+
+
+def page_path(path) -> Path:
+    """Where the HTML page of the certificate at ``path`` goes: beside it, ``<stem>.html``."""
+    path = Path(path)
+    return path.with_suffix(".html") if path.suffix != ".html" else path.with_name(f"{path.name}.html")
 
 
 def validate(document: dict) -> None:

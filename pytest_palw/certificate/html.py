@@ -8,7 +8,6 @@ inline CSS, no framework, a few lines of inline script that record what the brow
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections import Counter
@@ -16,9 +15,10 @@ from pathlib import Path
 
 import jinja2
 
+from pytest_palw import paths
 from pytest_palw.certificate import SCHEMA_NAME
+from pytest_palw.certificate.inventory import claim_of
 from pytest_palw.errors import PalwError
-from pytest_palw.paths import CONFORMANCE_DIR
 
 TEMPLATE = "report.html.j2"
 FAIL_COLOUR = "#c62828"  # the one failure colour: banner, failing cells, failure list
@@ -75,7 +75,7 @@ def launch_cells(document: dict) -> list[dict]:
     mmvq = [launch.index for launch in launches if not launch.klass.startswith("attention")]
     by_index: dict[int, dict[str, str]] = {launch.index: {} for launch in launches}
     for case in document.get("cases", []):
-        module, function, param = _parse(case["nodeid"])
+        module, function, param = _parse(case.get("id") or case["nodeid"])
         kind = INDEX_CASES.get((module, function))
         if kind is None or not (param or "").isdigit():
             continue
@@ -100,15 +100,20 @@ def launch_cells(document: dict) -> list[dict]:
 
 
 def module_claims(document: dict) -> list[dict]:
-    """One row per conformance module: its claim (docstring, read now) and its case counts."""
+    """One row per conformance module: its claim (as the certified run's inventory read it; for an
+    older certificate, from the installed suite) and its case counts."""
     counts: dict[str, Counter] = {}
     for case in document.get("cases", []):
-        module = _parse(case["nodeid"])[0] or case["nodeid"].split("::")[0].rsplit("/", 1)[-1]
+        module = _parse(case.get("id") or case["nodeid"])[0] or case["nodeid"].split("::")[0].rsplit("/", 1)[-1]
         counts.setdefault(module, Counter())[_outcome(case)] += 1
-    paths = {path.name: path for path in sorted(CONFORMANCE_DIR.glob("test_*.py"))}
+    claims = (document.get("inventory") or {}).get("claims")
+    if claims is None:
+        claims = {path.name: dict(zip(("scope", "claim"), claim_of(path)))
+                  for path in sorted(paths.CONFORMANCE_DIR.glob("test_*.py"))}
     rows = []
-    for module in sorted(set(paths) | set(counts)):
-        scope, claim = _claim(paths[module]) if module in paths else (None, "(not in the installed suite)")
+    for module in sorted(set(claims) | set(counts)):
+        scope, claim = ((claims[module]["scope"], claims[module]["claim"]) if module in claims
+                        else (None, "(not in the suite the certificate was made with)"))
         tally = counts.get(module, Counter())
         rows.append({"module": module, "scope": scope, "claim": claim, "passed": tally["passed"],
                      "failed": tally["failed"], "skipped": tally["skipped"],
@@ -116,15 +121,6 @@ def module_claims(document: dict) -> list[dict]:
                                "passed" if tally["passed"] and not tally["skipped"] else
                                "partial" if tally["passed"] else "not-run"})
     return rows
-
-
-def _claim(path: Path) -> tuple[str | None, str]:
-    docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
-    paragraph = " ".join(docstring.split("\n\n")[0].split())
-    match = re.match(r"Claim(?:\s*\(([^)]*)\))?:\s*", paragraph)
-    text = paragraph[match.end():] if match else paragraph
-    sentence = re.split(r"(?<=\.)\s+(?=[A-Z])", text)[0]  # the claim's first sentence
-    return (match.group(1) if match else None), sentence or "(no claim in the module docstring)"
 
 
 def smoke_agreement(document: dict) -> str:
@@ -207,7 +203,8 @@ def render(document: dict) -> str:
         cells=cells, roles=[c["role"] for c in cells if c["layer"] == 0], columns=_columns(cells),
         class_labels=CLASS_LABELS, class_counts=Counter(c["klass"] for c in cells),
         outcome_counts=Counter(c["outcome"] for c in cells),
-        claims=module_claims(document), skipped=skipped.most_common(), fail_colour=FAIL_COLOUR)
+        claims=module_claims(document), skipped=skipped.most_common(), fail_colour=FAIL_COLOUR,
+        inventory=document.get("inventory") or {}, suite=document.get("suite") or {})
 
 
 def write_report(cert_path, out_path=None) -> Path:

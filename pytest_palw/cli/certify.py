@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from pytest_palw.certificate import page_path
 from pytest_palw.paths import CONFORMANCE_DIR, PACKAGE_DIR
 
 # The plugins a certification runs with, and no others: a plugin the host happens to have (a
@@ -47,24 +47,33 @@ def run(args) -> int:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]
     certificate = Path(args.certificate)
-    certificate.unlink(missing_ok=True)  # only a verdict written by this run may be read back
-    code = int(run_without_autoload(argv + list(args.pytest_args)))
-    if not certificate.is_file():
-        print(f"palw: no certificate written to {certificate}: no conformance case ran (see above), "
-              "so nothing is certified")
+    certificate.unlink(missing_ok=True)  # only a verdict written by this run may stand
+    received = _Document()
+    code = int(run_without_autoload(argv + list(args.pytest_args), plugins=[received]))
+    document = received.document
+    if document is None or not certificate.is_file():
+        print(f"palw: no certificate written to {certificate}: the session ended before its verdict (see "
+              "above), so nothing is certified")
         return code or 1
-    verdict = json.loads(certificate.read_text())["verdict"]
-    from pytest_palw.certificate.html import write_report
-
-    page = write_report(certificate)
+    verdict = document["verdict"]
     print(f"palw: certificate {certificate}: {'CERTIFIED' if verdict['certified'] else 'not certified'} "
-          f"(report: {page})")
+          f"({verdict['passed']} of {verdict['expected']} expected cases passed; report: {page_path(certificate)})")
     if args.require_certified and not verdict["certified"]:
         return code or 1
     return code
 
 
-def run_without_autoload(argv: list[str]) -> int:
+class _Document:
+    """Receives the certificate document the session built (no file read back)."""
+
+    document: dict | None = None
+
+    def pytest_unconfigure(self, config):
+        controller = config.pluginmanager.get_plugin("palw-controller")
+        self.document = controller.certificate.document if controller is not None else None
+
+
+def run_without_autoload(argv: list[str], plugins=()) -> int:
     """pytest.main with only the plugins ``argv`` names (-p), here and in the xdist workers (they
     inherit the environment)."""
     import os
@@ -73,4 +82,4 @@ def run_without_autoload(argv: list[str]) -> int:
     import pytest
 
     with mock.patch.dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"):
-        return pytest.main(argv)
+        return pytest.main(argv, plugins=list(plugins))

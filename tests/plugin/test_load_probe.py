@@ -1,5 +1,6 @@
 """The pre-session load probe: a runtime that kills Python while loading stops the session in one line."""
 
+import json
 import os
 import subprocess
 import sys
@@ -62,7 +63,7 @@ probe.child_command = lambda location, model: [
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_crashing_load_stops_the_session_before_any_case(tmp_path, workers):
     """The probe starts beside the session (under xdist: while the workers collect); its verdict
-    still comes first: one line, the probe's exit code, no case run, no certificate."""
+    still comes first: one line, the probe's exit code, no case run, a certificate that says why."""
     from pytest_palw.build import api
     from pytest_palw.paths import CONFORMANCE_DIR
 
@@ -79,5 +80,7 @@ def test_a_crashing_load_stops_the_session_before_any_case(tmp_path, workers):
     assert result.returncode == RuntimeLibraryError.exit_code, output[-3000:]
     [line] = [line for line in output.splitlines() if "kills the process (SIGSEGV)" in line]
     assert "palw build --force" in line
-    assert " passed" not in output and " failed" not in output, output[-3000:]
-    assert not certificate.exists()
+    document = json.loads(certificate.read_text())
+    assert document["summary"]["collected"] == 0, output[-3000:]  # no case reported anything
+    assert document["verdict"]["certified"] is False
+    assert any("kills the process (SIGSEGV)" in reason for reason in document["verdict"]["reasons"])

@@ -30,13 +30,15 @@ def _stale(path: Path) -> Path:
 
 
 def test_collect_only_never_reads_back_an_old_certificate(tmp_path):
+    """The stale CERTIFIED file is replaced by this run's verdict: nothing ran, nothing certified."""
     certificate = _stale(tmp_path / "palw-certificate.json")
     result = _certify("--require-certified", f"--certificate={certificate}", "--", "--collect-only",
                       "-p", "no:cacheprovider", cwd=tmp_path)
     assert result.returncode != 0, result.stdout[-2000:]
     assert "CERTIFIED" not in result.stdout + result.stderr
-    assert "no certificate written" in result.stdout
-    assert not certificate.exists()
+    verdict = json.loads(certificate.read_text())["verdict"]
+    assert verdict["certified"] is False and verdict["passed"] == 0
+    assert any(reason.startswith("--collect-only") for reason in verdict["reasons"]), verdict["reasons"]
 
 
 def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path):
@@ -49,11 +51,12 @@ def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path):
 
 
 def test_pytest_alone_discards_an_old_certificate(pytester, tmp_path):
-    """The plugin itself, without `palw certify`: a run that writes no certificate removes the old one."""
+    """The plugin itself, without `palw certify`: the old CERTIFIED file is gone before the run, and
+    what stands after it is this run's verdict."""
     certificate = _stale(tmp_path / "cert.json")
     pytester.runpytest_subprocess(str(CONFORMANCE_DIR), "--collect-only", "-q", "-p", "no:cacheprovider",
                                   f"--palw-certificate={certificate}")
-    assert not certificate.exists()
+    assert json.loads(certificate.read_text())["verdict"]["certified"] is False
 
 
 INTERRUPTER = """
@@ -128,6 +131,45 @@ def test_a_device_class_without_goldens_is_one_reason(pytester, tmp_path):
     assert not document["verdict"]["certified"]
 
 
+def test_setup_plan_is_never_certified(tmp_path):
+    """The issue's own command on this host: `palw certify --require-certified -- --setup-plan`. No case
+    body runs; the verdict names the cases that did not run and the GPU tiers, and the exit is non-zero."""
+    certificate = tmp_path / "palw-certificate.json"
+    result = _certify("--require-certified", f"--certificate={certificate}", "--", "--setup-plan", "-p",
+                      "no:cacheprovider", cwd=tmp_path)
+    assert result.returncode != 0, result.stdout[-3000:]
+    document = json.loads(certificate.read_text())
+    verdict, reasons = document["verdict"], " | ".join(document["verdict"]["reasons"])
+    assert verdict["certified"] is False and verdict["passed"] == 0 and verdict["expected"] == len(
+        document["cases"]) - 1 > 3000
+    assert "case(s) whose body never ran to its end" in reasons and "--setup-plan" in reasons
+    assert "PINNED-tier case(s) not run" in reasons and "GPU-tier case(s) not run" in reasons
+    assert "not certified (0 of " in result.stdout
+
+
+def test_setup_plan_through_pytest_addopts_is_never_certified(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--setup-plan")
+    certificate = tmp_path / "cert.json"
+    result = pytester.runpytest_subprocess(str(CONFORMANCE_DIR), "-p", "no:cacheprovider",
+                                           f"--palw-certificate={certificate}")
+    verdict = json.loads(certificate.read_text())["verdict"]
+    assert verdict["certified"] is False and verdict["passed"] == 0, result.stdout.str()[-2000:]
+    assert any(reason.startswith("--setup-plan") for reason in verdict["reasons"])
+
+
+def test_pytest_alone_writes_the_page_beside_the_certificate(pytester, tmp_path):
+    """`pytest --palw-certificate` writes the same HTML page as `palw certify` (one document, rendered)."""
+    certificate = tmp_path / "cert.json"
+    pytester.runpytest_subprocess(str(CONFORMANCE_DIR / "test_class_counts.py"), "-p", "no:cacheprovider",
+                                  f"--palw-certificate={certificate}")
+    from pytest_palw.certificate.html import render
+
+    document = json.loads(certificate.read_text())
+    page = (tmp_path / "cert.html").read_text()
+    assert page == render(document)
+    assert f"{document['verdict']['passed']} of {document['verdict']['expected']} expected cases passed" in page
+
+
 def test_certify_writes_its_verdict_and_the_report_beside_it(tmp_path):
     """`palw certify` on this host (CPU tier): an honest verdict, and the HTML page next to the JSON."""
     certificate = tmp_path / "palw-certificate.json"
@@ -163,8 +205,8 @@ def test_a_failing_tier_check_exits_with_its_own_code():
     def unloadable(tier):
         raise RuntimeLibraryError("libllama.so could not be loaded: rebuild with `palw build`")
 
-    session = SimpleNamespace(tier_of=lambda item: "gpu", tier_skip_reason=unloadable)
+    session = SimpleNamespace(tier_skip_reason=unloadable)
     with pytest.raises(pytest.exit.Exception) as stopped:
-        skip_if_tier_unavailable(session, item=None)
+        skip_if_tier_unavailable(session, item=SimpleNamespace(keywords={"palw_gpu": True}))
     assert stopped.value.returncode == RuntimeLibraryError.exit_code
     assert str(stopped.value.msg).startswith("palw: libllama.so could not be loaded")

@@ -1,9 +1,10 @@
 """`palw report`: a certificate as one self-contained HTML page, checked as Chromium renders it.
 
-data/cpu-certificate.json is a real `palw certify` run (CPU runtime, tiny model), stripped of the
-~1900 GPU/pinned cases about one launch index that a CPU run skips: absent or skipped, the map
-shows those launches as not run. The GPU certificate is derived from it: a CUDA device at the
-pinned cc, every case passed, the per-index GPU cases of the real suite added, one of them failed.
+data/cpu-certificate.json is a real `palw certify -n 2` run (CPU runtime, tiny model, schema v2,
+2026-12-04), stripped of the 1950 pinned cases about one launch index that a CPU run skips: absent
+or skipped, the map shows those launches as not run. The GPU certificate is derived from it: a
+CUDA device at the pinned cc, every case passed, the per-index GPU cases of the real suite added,
+one of them failed.
 """
 
 from __future__ import annotations
@@ -53,17 +54,22 @@ def gpu_document(failing: str | None = FAILING) -> dict:
     for name, count in GPU_INDEX_CASES.items():
         for index in range(count):
             nodeid = f"conformance/{name}[{index}]"
-            cases.setdefault(nodeid, {"nodeid": nodeid, "tier": "pinned", "outcome": "skipped", "duration_s": 0.5})
+            cases.setdefault(nodeid, {"id": nodeid, "nodeid": nodeid, "tier": "pinned", "outcome": "skipped",
+                                      "duration_s": 0.5, "crashed": False, "unknown": []})
     for case in cases.values():
         if case["tier"] != "metal":
-            case.update(outcome="passed", reason=None, categories=["passed"])
+            case.update(outcome="passed", reason=None, categories=["passed"], body=case["id"].split("[")[0],
+                        phases={"setup": "passed", "call": "passed", "teardown": "passed"})
     reasons = [reason for reason in document["verdict"]["reasons"] if "not run" not in reason]
+    expected = document["inventory"]["required"]
     if failing:
         cases[failing].update(outcome="failed", reason=FAILING_REASON, categories=["failed"])
-        reasons.insert(0, "1 case(s) failed")
+        cases[failing]["phases"]["call"] = "failed"
+        reasons.insert(0, f"1 case(s) failed (first: {failing})")
     document["cases"] = sorted(cases.values(), key=lambda case: case["nodeid"])
     document["fingerprints"].update(v2=FINGERPRINT, v1="5d0c1e2f3a4b5c6d", seed_smoke_v2=FINGERPRINT)
-    document["verdict"] = {"certified": not reasons, "reasons": reasons}
+    document["verdict"] = {"certified": not reasons, "reasons": reasons, "expected": expected,
+                           "passed": expected - bool(failing), "exempt": 1}
     outcomes = Counter(case["outcome"] for case in document["cases"])
     document["summary"].update(collected=len(cases), passed=outcomes["passed"], failed=outcomes["failed"],
                                skipped=outcomes["skipped"])
@@ -137,6 +143,7 @@ def rgb(colour: str) -> str:
 def test_gpu_certificate_with_one_failure_renders_it_at_a_glance(tmp_path):
     page = browse(gpu_document(), tmp_path, "report-gpu-one-failure")
     assert page.said("verdict").startswith("PALW runtime certificate NOT CERTIFIED 1 case(s) failed")
+    assert "3021 of 3022 expected cases passed (1 exempt)" in page.said("expected")
     cells = page.cells
     assert page.body["data-rendered-cells"] == "361" and len(cells) == 361
     assert [int(cell["data-index"]) for cell in cells] == list(range(361))  # launch order
@@ -188,8 +195,11 @@ def test_claims_are_read_from_the_installed_suite_with_the_certificate_counts():
 
 
 def test_certified_gpu_certificate_says_so_and_every_launch_passed():
-    page = Page(render(gpu_document(failing=None)))
+    document = gpu_document(failing=None)
+    page = Page(render(document))
     assert page.said("verdict").startswith("PALW runtime certificate CERTIFIED Every conformance case ran")
+    assert page.said("expected").startswith("3022 of 3022 expected cases passed (1 exempt) · inventory sha256 "
+                                            f"{document['inventory']['sha256'][:16]} · suite sha256")
     assert Counter(cell["data-outcome"] for cell in page.cells) == {"passed": 361}
     assert page.said("failures").endswith("No case failed.")
 

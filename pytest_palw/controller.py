@@ -1,0 +1,106 @@
+"""The controlling process: what had to pass, what was reported, the certificate.
+
+Registered as a plugin in the process that runs the session (xdist's controller, or the only
+process without xdist), as xdist's DSession is. Before any case runs it reads the expected
+inventory from the suite's sources; it then receives every case report (the workers' too) and
+every worker's facts, and at the end builds the certificate once: the verdict is a join of the
+inventory with the reports (certificate/verdict.py), never a count of what happened to be reported.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_palw.certificate import Certificate, page_path
+from pytest_palw.certificate import inventory as inventories
+from pytest_palw.selection import golden_recording_reasons, partial_run_reasons, run_mode_reasons
+from pytest_palw.tiers import tier_of
+
+
+class Controller:
+    def __init__(self, session):
+        self.session = session  # this process's PalwSession (options, runtime, facts)
+        self.config = session.config
+        self.certificate = Certificate()
+        self.expected = False  # the suite was asked for: a verdict is owed
+        self.stop_message: str | None = None  # pytest.exit's or Ctrl-C's, as pytest reported it
+
+    # -- before any case ---------------------------------------------------------------------------
+    def discard_old_certificate(self) -> None:
+        """A certificate file on disk speaks for the run that wrote it: an older one must not
+        survive a run that stops early or runs no case (it would still say CERTIFIED)."""
+        path = self.session.option("palw_certificate")
+        if path:
+            Path(path).unlink(missing_ok=True)
+            page_path(path).unlink(missing_ok=True)
+
+    def expect(self) -> None:
+        """The expected inventory and the suite digest, from the suite's sources (before any case)."""
+        self.expected = True
+        certificate = self.certificate
+        certificate.started = time.time()
+        try:
+            certificate.inventory = inventories.build()
+        except inventories.InventoryError as error:
+            certificate.run.other.append(f"the expected inventory could not be read: {error}")
+        certificate.suite = inventories.suite_digest()
+
+    # -- hooks (this object is a registered plugin) ------------------------------------------------
+    def pytest_runtest_logreport(self, report) -> None:
+        case_id = inventories.case_id(report.nodeid, report.location[0] if report.location else "",
+                                      self.config.rootpath)
+        if case_id is None:
+            return
+        certificate = self.certificate
+        inventory = certificate.inventory
+        tier = inventory.tiers.get(case_id) if inventory is not None else None
+        category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
+        certificate.record(case_id, report, tier or tier_of(report.keywords), category)
+
+    @pytest.hookimpl(optionalhook=True)  # xdist's: `-p no:xdist` must still work
+    def pytest_testnodedown(self, node, error) -> None:
+        """A worker is done (error None) or died (error: why): its facts, or a crash on record."""
+        worker = node.gateway.id
+        facts = getattr(node, "workeroutput", {}).get("palw_facts")
+        if error is not None:
+            self.certificate.run.crashed_workers.append(f"{worker} crashed: {str(error)[:200]}")
+        elif facts:
+            self.certificate.merge_facts(facts, worker)
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        """Ctrl-C, or pytest.exit (a session-stopping error's one line) while the cases ran."""
+        self.stop_message = f"{excinfo.typename}: {excinfo.value}"[:300]
+
+    @pytest.hookimpl(trylast=True)  # after every plugin that sets the exit status (syrupy, xdist)
+    def pytest_sessionfinish(self, session) -> None:
+        if not self.expected:
+            return
+        certificate, config = self.certificate, self.config
+        certificate.merge_facts(self.session.facts(), "controller")
+        run = certificate.run
+        run.exitstatus = session.exitstatus
+        run.interrupted = self.stop_message or stop_reason(session)
+        run.other += (run_mode_reasons(config)
+                      + partial_run_reasons(config.args, certificate.facts.get("deselected", 0), certificate.cases)
+                      + golden_recording_reasons(config))
+        certificate.finish(time.time())
+        path = self.session.option("palw_certificate")
+        if path:
+            certificate.write(path)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.certificate.document is not None:
+            from pytest_palw.certificate.terminal import terminal_summary
+
+            terminal_summary(terminalreporter, self.certificate.document, self.session.option("palw_certificate"))
+
+
+def stop_reason(session) -> str | None:
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted"
+    if session.shouldstop or session.shouldfail:
+        return str(session.shouldstop or session.shouldfail)
+    return None

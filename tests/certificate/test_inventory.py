@@ -1,0 +1,127 @@
+"""The expected inventory: read from the suite's sources, equal to what a plain collection of the
+suite yields, refusing the patterns it cannot enumerate, and stated compactly in a certificate."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pytest_palw.certificate import inventory
+from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.paths import CONFORMANCE_DIR, PROJECT_ROOT
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return inventory.build()
+
+
+def test_the_inventory_is_what_a_plain_collection_of_the_suite_yields(suite, tmp_path):
+    """The coverage check: a case pytest would collect that the inventory does not name (a fixture
+    with params, a pytest_generate_tests, a test class) fails here, in CI, before a certificate can
+    be short of it; so does a case the inventory names that pytest does not collect."""
+    result = subprocess.run([sys.executable, "-m", "pytest", str(CONFORMANCE_DIR), "--co", "-q", "-p",
+                             "no:cacheprovider", f"--rootdir={CONFORMANCE_DIR.parent}"],
+                            capture_output=True, text=True, timeout=600, cwd=CONFORMANCE_DIR.parent)
+    collected = {line.strip() for line in result.stdout.splitlines() if line.startswith("conformance/")}
+    assert collected, result.stdout[-2000:] + result.stderr[-2000:]
+    assert collected == set(suite.ids), (sorted(collected - set(suite.ids))[:5], sorted(set(suite.ids) - collected)[:5])
+
+
+def test_index_cases_come_from_the_launch_table(suite):
+    functions = {family.function: family for family in suite.families}
+    assert functions["conformance/test_launch_order.py::test_mixed_launch"].params == tuple(map(str, range(V2_COUNT)))
+    assert functions["conformance/test_reject_index.py::test_reject_v1"].params == tuple(map(str, range(V1_COUNT)))
+    assert functions["conformance/test_reject_index.py::test_fresh_context_traces_after_rejection"].params == (
+        "0", str(V2_COUNT // 2), str(V2_COUNT - 1))
+
+
+def test_tiers_and_the_metal_exemption(suite):
+    assert suite.tiers["conformance/test_reject_index.py::test_reject_v2[0]"] == "pinned"
+    assert suite.tiers["conformance/test_producer_faults.py::test_clean_captures_are_committed"] == "gpu"
+    assert suite.tiers["conformance/test_launch_order.py::test_discovery_completes"] == "cpu"
+    assert list(suite.exempt) == ["conformance/test_metal_hook.py::test_metal_dispatch_hook_reports_dispatches"]
+    assert "Apple GPU" in suite.exempt["conformance/test_metal_hook.py::test_metal_dispatch_hook_reports_dispatches"]
+    assert len(suite.required) == len(suite.ids) - 1
+
+
+def test_the_compact_form_gives_the_ids_and_their_digest_back(suite):
+    document = suite.as_dict()
+    assert document["size"] == len(suite.ids) and document["required"] == len(suite.required)
+    expanded = inventory.expand(document)
+    assert sorted(expanded) == list(suite.ids)
+    assert inventory.ids_digest(expanded) == document["sha256"] == suite.digest
+    mixed = next(f for f in document["functions"] if f["function"].endswith("::test_mixed_launch"))
+    assert mixed["params"] == [f"0..{V2_COUNT - 1}"]
+
+
+def test_compact_runs():
+    assert inventory.compact(("0", "1", "2", "5", "a", "7", "8")) == ["0..2", "5", "a", "7..8"]
+    with pytest.raises(inventory.InventoryError, match="reads as a range"):
+        inventory.compact(("1..2",))
+
+
+def test_claims_come_with_the_inventory(suite):
+    assert set(suite.claims) == {path.name for path in CONFORMANCE_DIR.glob("test_*.py")}
+    assert suite.claims["test_qwen35moe.py"]["scope"] == "seed patch, src/models/qwen35moe.cpp"
+
+
+@pytest.mark.parametrize("source, message", [
+    ("import pytest\n@pytest.mark.parametrize('x', [object()])\ndef test_a(x): pass\n", "has no id"),
+    ("import pytest\n@pytest.mark.parametrize('x', [1, 1])\ndef test_a(x): pass\n", "share a parameter id"),
+    ("import pytest\n@pytest.mark.parametrize('x', [1], ids=str)\ndef test_a(x): pass\n", "ids= must be a list"),
+    ("import pytest\n@pytest.mark.parametrize('x', [])\ndef test_a(x): pass\n", "empty parametrization"),
+    ("import pytest\n@pytest.mark.parametrize('x', [pytest.param(1, marks=pytest.mark.skip)])\n"
+     "def test_a(x): pass\n", "parameter with marks"),
+    ("class TestA:\n    def test_a(self): pass\n", "test classes are not enumerated"),
+    ("import nonexistent_module_x\n", r"cannot be imported \(ModuleNotFoundError"),
+])
+def test_what_the_inventory_cannot_name_is_refused(tmp_path, source, message):
+    (tmp_path / "test_x.py").write_text(source)
+    with pytest.raises(inventory.InventoryError, match=message):
+        inventory.build(tmp_path)
+
+
+def test_parameter_ids_as_pytest_gives_them(tmp_path):
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n"
+        "pytestmark = pytest.mark.palw_gpu\n"
+        "@pytest.mark.parametrize('v', [2, 1])\n"
+        "@pytest.mark.parametrize('f', ['a', None, True])\n"
+        "def test_a(f, v): pass\n"
+        "@pytest.mark.parametrize('a,b', [(1, 'x'), pytest.param(2, 'y', id='named')], ids=['first', None])\n"
+        "@pytest.mark.palw_pinned\n"
+        "def test_b(a, b): pass\n"
+        "def helper(): pass\n"
+        "def _test_private(): pass\n")
+    built = inventory.build(tmp_path)
+    assert set(built.ids) == {f"conformance/test_x.py::test_a[{f}-{v}]" for f in ("a", "None", "True") for v in (2, 1)} | {
+        "conformance/test_x.py::test_b[first]", "conformance/test_x.py::test_b[named]"}
+    assert built.tiers["conformance/test_x.py::test_a[a-2]"] == "gpu"
+    assert built.tiers["conformance/test_x.py::test_b[first]"] == "pinned"
+    result = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p", "no:palw",
+                             f"--rootdir={tmp_path}", "test_x.py"], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path)
+    collected = {f"conformance/{line.strip()}" for line in result.stdout.splitlines() if "::" in line}
+    assert collected == set(built.ids), result.stdout[-2000:]
+
+
+def test_a_report_is_named_by_its_file_not_by_its_node_id(tmp_path):
+    """pytest names a case relative to the argument that found it (``--pyargs`` gives ``::test_x`` or
+    a path outside the rootdir); the location is relative to the rootdir and says which file."""
+    root = CONFORMANCE_DIR.parent
+    assert inventory.case_id("conformance/test_a.py::test_b[1]", "conformance/test_a.py", root) == (
+        "conformance/test_a.py::test_b[1]")
+    assert inventory.case_id("::test_b[1]", f"{CONFORMANCE_DIR.name}/test_a.py", root) == "conformance/test_a.py::test_b[1]"
+    assert inventory.case_id("tests/test_a.py::test_b", "tests/test_a.py", PROJECT_ROOT) is None
+    (tmp_path / "test_a.py").write_text("")
+    assert inventory.case_id("test_a.py::test_b", "test_a.py", tmp_path) is None  # a file of that name elsewhere
+
+
+def test_the_suite_digest_covers_each_part():
+    digest = inventory.suite_digest()
+    assert set(digest["parts"]) == {"conformance", "launch_table", "goldens", "schema", "plugin"}
+    assert len(digest["sha256"]) == 64 and digest["plugin_version"]
+    assert digest == inventory.suite_digest()  # stable

@@ -1,0 +1,318 @@
+"""Every route to a CERTIFIED verdict that skips work is refused: the verdict joins the expected
+inventory with what was reported, so no option, plugin or failure makes less look like all.
+
+The routes run the real plugin (controller, inventory, verdict, certificate) in a pytest
+subprocess on a toy suite that stands in for the conformance suite, with the runtime stubbed
+(``palw_toy_stub``: no preflight, every tier available): there the whole toy suite can pass, so a
+plain run is CERTIFIED (the control) and each route must fail for its own reason. The same routes
+on the real suite (CPU tier) are in test_verdict.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+STUB = '''
+"""Test stub: the toy suite beside this file stands in for the conformance suite; no runtime."""
+import sys
+from pathlib import Path
+
+import pytest_palw.paths
+import pytest_palw.session
+
+TOY_SUITE = Path(__file__).resolve().parent / "suite"
+for module in [m for name, m in list(sys.modules.items()) if name.startswith("pytest_palw")]:
+    if hasattr(module, "CONFORMANCE_DIR"):
+        module.CONFORMANCE_DIR = TOY_SUITE
+pytest_palw.session.PalwSession.preflight = lambda self: None
+pytest_palw.session.PalwSession.tier_skip_reason = lambda self, tier: None
+'''
+
+CLAIMS = '''
+"""Claim: a toy claim with index cases."""
+import os
+import signal
+
+import pytest
+
+pytestmark = pytest.mark.palw_cpu
+
+
+def _hooks(case):
+    if case in os.environ.get("TOY_FAIL", "").split(","):
+        raise AssertionError(f"{case} fails on purpose")
+    if os.environ.get("TOY_KILL") == case and os.environ.get("PYTEST_XDIST_WORKER"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("TOY_EXIT") == case and os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.exit("palw: the toy runtime stopped the session", returncode=7)
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_index(index):
+    _hooks(f"test_index[{index}]")
+
+
+@pytest.mark.palw_pinned
+@pytest.mark.parametrize("mode", ["a", "b"])
+@pytest.mark.parametrize("index", [0, 1])
+def test_pinned(index, mode):
+    _hooks(f"test_pinned[{index}-{mode}]")
+
+
+@pytest.mark.palw_metal
+@pytest.mark.skipif(True, reason="another platform")
+def test_metal():
+    pytest.fail("never runs here")
+'''
+
+OTHER = '''
+"""Claim: a second toy claim."""
+import os
+
+import pytest
+
+
+@pytest.mark.palw_gpu
+def test_gpu():
+    assert True
+
+
+def test_plain():
+    assert "test_plain" not in os.environ.get("TOY_FAIL", "").split(",")
+'''
+
+PLUGINS = {
+    # pytest-rerunfailures style: an outcome pytest itself does not know
+    "toy_rerun": '''
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call" and item.name == "test_index[1]":
+        report.outcome = "rerun"
+    return report
+
+def pytest_report_teststatus(report):
+    if report.outcome == "rerun":
+        return "rerun", "R", ("RERUN", {"yellow": True})
+''',
+    # drops a case as --lf does: without pytest_deselected
+    "toy_drop": '''
+def pytest_collection_modifyitems(items):
+    items[:] = [item for item in items if item.name != "test_index[4]"]
+''',
+    # replaces each case's call by nothing
+    "toy_no_runtest": '''
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.runtest = lambda: None
+''',
+    # answers pytest_pyfunc_call without calling the function
+    "toy_no_pyfunc": '''
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    return True
+''',
+    # expects a failure
+    "toy_xfail": '''
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.name == "test_index[2]":
+            item.add_marker(pytest.mark.xfail(reason="known"))
+''',
+    # adds a case the inventory does not know to a suite module
+    "toy_extra": '''
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in list(items):
+        if item.name == "test_plain":
+            items.append(pytest.Function.from_parent(item.parent, name="test_plain_again", callobj=item.obj))
+''',
+}
+TOY_CASES = 6 + 4 + 2  # test_index, test_pinned, test_gpu + test_plain (test_metal exempt)
+
+
+@pytest.fixture
+def toy(pytester, monkeypatch):
+    """A pytester directory with the toy suite, the stub and the route plugins on PYTHONPATH."""
+    pytester.makeini("[pytest]\n")
+    suite = pytester.mkdir("suite")
+    (suite / "test_claims.py").write_text(CLAIMS)
+    (suite / "test_other.py").write_text(OTHER)
+    (pytester.path / "palw_toy_stub.py").write_text(STUB)
+    for name, source in PLUGINS.items():
+        (pytester.path / f"{name}.py").write_text(source)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
+    for name in ("TOY_FAIL", "TOY_KILL", "TOY_EXIT", "PYTEST_ADDOPTS"):
+        monkeypatch.delenv(name, raising=False)
+
+    def run(*args, cache=False):
+        certificate = pytester.path / "cert.json"
+        certificate.unlink(missing_ok=True)
+        extra = [] if cache else ["-p", "no:cacheprovider"]
+        result = pytester.runpytest_subprocess("suite", "-p", "palw_toy_stub", f"--palw-certificate={certificate}",
+                                               *extra, *args, timeout=300)
+        assert certificate.is_file(), result.stdout.str()[-3000:] + result.stderr.str()[-2000:]
+        return json.loads(certificate.read_text()), result
+
+    return run
+
+
+def _verdict(document):
+    return document["verdict"]
+
+
+def _reasons(document) -> str:
+    return " | ".join(document["verdict"]["reasons"])
+
+
+def _refused(document, result, *fragments):
+    verdict = _verdict(document)
+    assert verdict["certified"] is False, (verdict, result.stdout.str()[-2000:])
+    for fragment in fragments:
+        assert fragment in _reasons(document), (fragment, verdict["reasons"])
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_the_whole_toy_suite_passing_is_certified(toy, workers):
+    """The control: every case of the inventory ran its body and passed, pytest exited 0."""
+    document, result = toy(*workers)
+    assert result.ret == 0
+    assert _verdict(document) == {"certified": True, "reasons": [], "expected": TOY_CASES, "passed": TOY_CASES,
+                                  "exempt": 1}, result.stdout.str()[-2000:]
+    assert document["inventory"]["size"] == TOY_CASES + 1 and document["inventory"]["exempt"][0]["id"] == (
+        "conformance/test_claims.py::test_metal")
+    assert all(case["body"] == case["id"].split("[")[0] for case in document["cases"] if case["outcome"] == "passed")
+
+
+@pytest.mark.parametrize("order", [["-p", "no:randomly"], ["-p", "no:cacheprovider"], ["--ff"]],
+                         ids=["no-randomly", "no-cacheprovider", "failed-first-nothing-failed"])
+def test_options_that_drop_nothing_leave_the_verdict_alone(toy, order):
+    document, result = toy(*order, cache=True)
+    assert _verdict(document)["certified"] is True, _verdict(document)
+
+
+@pytest.mark.parametrize("mode, name", [("--setup-only", "--setup-only"), ("--setup-plan", "--setup-plan")])
+def test_setup_only_runs_are_refused(toy, mode, name):
+    document, result = toy(mode)
+    _refused(document, result, f"{TOY_CASES} case(s) whose body never ran", name)
+    assert _verdict(document)["passed"] == 0
+
+
+def test_setup_plan_through_pytest_addopts_is_refused(toy, monkeypatch):
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--setup-plan")
+    document, result = toy()
+    _refused(document, result, f"{TOY_CASES} case(s) whose body never ran", "--setup-plan")
+
+
+def test_collect_only_is_refused(toy):
+    document, result = toy("--co")
+    _refused(document, result, f"{TOY_CASES} of {TOY_CASES} expected case(s) never reported", "--collect-only")
+
+
+def test_last_failed_after_a_failing_run_is_refused(toy, monkeypatch):
+    """--lf keeps only the failed cases of each module, without telling pytest_deselected about the
+    rest; with a failure in every module, every module still runs."""
+    monkeypatch.setenv("TOY_FAIL", "test_index[2],test_plain")
+    first, _ = toy(cache=True)
+    _refused(first, _, "2 case(s) failed (first: conformance/test_claims.py::test_index[2], "
+             "conformance/test_other.py::test_plain)")
+    monkeypatch.delenv("TOY_FAIL")
+    document, result = toy("--lf", cache=True)
+    assert result.ret == 0 and document["summary"]["passed"] == 2  # the two cases ran and passed
+    _refused(document, result, f"{TOY_CASES - 2} of {TOY_CASES} expected case(s) never reported")
+
+
+def test_failed_first_after_a_failing_run_is_refused_while_it_fails(toy, monkeypatch):
+    monkeypatch.setenv("TOY_FAIL", "test_index[2]")
+    toy(cache=True)
+    document, result = toy("--ff", cache=True)
+    _refused(document, result, "1 case(s) failed", "pytest exited with status 1 (TESTS_FAILED)")
+
+
+def test_python_functions_that_match_nothing_is_refused(toy):
+    document, result = toy("-o", "python_functions=x")
+    _refused(document, result, f"{TOY_CASES} of {TOY_CASES} expected case(s) never reported",
+             "pytest exited with status 5 (NO_TESTS_COLLECTED)")
+
+
+def test_deselecting_one_case_is_refused(toy):
+    document, result = toy("--deselect", "suite/test_claims.py::test_pinned[1-b]")
+    _refused(document, result, f"1 of {TOY_CASES} expected case(s) never reported (first: "
+             "conformance/test_claims.py::test_pinned[1-b])", "partial run: 1 conformance case(s) deselected")
+
+
+@pytest.mark.parametrize("restarts", [[], ["--max-worker-restart=0"]], ids=["replaced", "no-restart"])
+def test_a_worker_killed_inside_a_case_is_refused(toy, monkeypatch, restarts):
+    monkeypatch.setenv("TOY_KILL", "test_index[3]")
+    document, result = toy("-n", "2", *restarts)
+    assert result.ret != 0
+    _refused(document, result, "1 case(s) crashed their worker (first: conformance/test_claims.py::test_index[3])",
+             " crashed: ", "pytest exited with status 1")
+    if restarts:
+        assert _verdict(document)["passed"] < TOY_CASES - 1
+
+
+def test_pytest_exit_in_a_worker_is_refused(toy, monkeypatch):
+    monkeypatch.setenv("TOY_EXIT", "test_index[3]")
+    document, result = toy("-n", "2")
+    assert result.ret != 0
+    _refused(document, result, "expected case(s) never reported", "pytest exited with status")
+
+
+def test_an_outcome_pytest_does_not_name_is_refused(toy):
+    document, result = toy("-p", "toy_rerun")
+    assert result.ret == 0  # pytest counts a "rerun" as nothing
+    _refused(document, result, "1 case(s) reported an outcome pytest does not name (rerun)")
+
+
+def test_a_plugin_that_drops_a_case_is_refused(toy):
+    document, result = toy("-p", "toy_drop")
+    assert result.ret == 0
+    _refused(document, result, f"1 of {TOY_CASES} expected case(s) never reported (first: "
+             "conformance/test_claims.py::test_index[4])")
+
+
+@pytest.mark.parametrize("plugin", ["toy_no_runtest", "toy_no_pyfunc"])
+def test_a_plugin_that_skips_the_body_is_refused(toy, plugin):
+    """pytest reports the calls passed; the plugin's witness says no function body ran."""
+    document, result = toy("-p", plugin)
+    assert result.ret == 0 and document["summary"]["passed"] == TOY_CASES
+    _refused(document, result, f"{TOY_CASES} case(s) whose body never ran to its end")
+    assert _verdict(document)["passed"] == 0
+
+
+def test_a_plugin_that_expects_a_failure_is_refused(toy):
+    document, result = toy("-p", "toy_xfail")
+    _refused(document, result, "1 case(s) marked xfail")
+
+
+def test_a_case_outside_the_inventory_is_refused(toy):
+    document, result = toy("-p", "toy_extra")
+    assert result.ret == 0
+    _refused(document, result, "1 case(s) of the suite are not in the expected inventory (first: "
+             "conformance/test_other.py::test_plain_again)")
+    assert _verdict(document)["passed"] == TOY_CASES
+
+
+def test_stop_at_first_failure_is_refused(toy, monkeypatch):
+    monkeypatch.setenv("TOY_FAIL", "test_index[0]")
+    document, result = toy("-x")
+    _refused(document, result, "1 case(s) failed", "the run was interrupted", "expected case(s) never reported")
+
+
+def test_every_reason_is_listed(toy, monkeypatch):
+    """Several things wrong at once: each is named, not only the first."""
+    monkeypatch.setenv("TOY_FAIL", "test_index[0]")
+    document, result = toy("--deselect", "suite/test_other.py::test_gpu", "-p", "toy_rerun")
+    _refused(document, result, "1 case(s) failed", "expected case(s) never reported", "pytest does not name (rerun)",
+             "partial run: 1 conformance case(s) deselected", "pytest exited with status 1")
