@@ -136,6 +136,12 @@ certify_killed() {  # one xdist worker killed (SIGKILL) while the suite runs: ne
   wait $pid; local rc=$?; tail -n 3 "$RES/killed.out"; echo "palw certify with a killed worker: rc=$rc"
   verdict_line "$RES/certificate-killed.json"; [ $rc -ne 0 ]
 }
+mutants() {  # the GPU mutants named in $MUTANTS (default all), each judged by the whole GPU tier
+  local budget=$(( STOP_AT - $(elapsed) - 25 )) only=()
+  [ -n "${MUTANTS:-}" ] && only=(--only $MUTANTS)
+  timeout -s INT -k 20 "$budget" palw mutants --tier gpu --lib "$MANIFEST" --workers "${WORKERS:-8}" \
+      --timeout 150 "${only[@]}" --out "$RES/mutants" --json "$RES/mutants-${MUTANTS_LABEL:-all}.json"
+}
 pack_build() {  # the finished build (no objects), in 15 MB parts: a later call can carry it back
   local key; key=$(basename "$(dirname "$MANIFEST")")
   tar czf /tmp/palw-build.tgz --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles' \
@@ -151,7 +157,7 @@ bench_certify() {
 command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
-export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed
+export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -172,6 +178,7 @@ step new_cases 150 new_cases
 step certify 400 certify
 step certify_setup_plan 120 certify_setup_plan
 step certify_killed 200 certify_killed
+step mutants 600 mutants
 step pack_build 60 pack_build
 step smoke 60 smoke_acceptance
 step goldens 120 goldens

@@ -66,14 +66,15 @@ def palw_discovery(palw_session, palw_model):
 def palw_caller(palw_session, palw_runtime, palw_discovery):
     """Factory of TraceCallers, the caller side of a trace (its approve / launch_accepted / fault
     callbacks); each call makes a fresh one. ``palw_caller(version=2, reject_index=None,
-    candidates=None)``: version 1 traces the 253 MMVQ launches.
+    candidates=None, change=None)``: version 1 traces the 253 MMVQ launches; ``change`` is
+    (index, function) that alters the template approved at that index (TraceCaller).
     """
 
-    def make(version: int = 2, reject_index: int | None = None, candidates=None) -> TraceCaller:
+    def make(version: int = 2, reject_index: int | None = None, candidates=None, change=None) -> TraceCaller:
         if candidates is None:
             candidates = palw_discovery.candidates if version == 2 else palw_discovery.mmvq
         return TraceCaller(palw_runtime, candidates, version=version, reject_index=reject_index,
-                           digests=palw_session.kernel_digests)
+                           digests=palw_session.kernel_digests, change=change)
 
     return make
 

@@ -25,9 +25,6 @@ from pytest_palw.runtime.discovery import (
     Candidate,
 )
 
-MIXED_LAUNCH_COUNT = 361
-
-
 class CallbackError(enum.IntEnum):
     """The smoke's callback_error."""
 
@@ -69,8 +66,14 @@ class TraceCaller(CallbackOwner):
     """Caller state of one trace (the smoke's trace_state / mixed_trace_state)."""
 
     def __init__(self, runtime, candidates: list[Candidate], *, version: int = 2,
-                 reject_index: int | None = None, digests: dict[str, bytes] | None = None):
+                 reject_index: int | None = None, digests: dict[str, bytes] | None = None,
+                 change: tuple[int, object] | None = None):
+        """``change``: (index, function of (lib, semantic template)) applied to the template approved
+        at that index after it is built, as a caller that approves a wrong template would; the
+        launch before and after the change is kept in ``changed`` (two byte strings)."""
         super().__init__()
+        self.change = change
+        self.changed: tuple[bytes, bytes] | None = None
         self.runtime, self.ffi, self.lib = runtime, runtime.ffi, runtime.lib
         self.candidates = candidates
         self.version = version
@@ -94,7 +97,7 @@ class TraceCaller(CallbackOwner):
         if self.version == 2:
             request = ffi.new("palw_cuda_llama_trace_request_v2 *")
             request.abi_version = lib.PALW_CUDA_LLAMA_TRACE_REQUEST_ABI_VERSION_V2
-            request.expected_launch_count = MIXED_LAUNCH_COUNT
+            request.expected_launch_count = lib.PALW_CUDA_LLAMA_TRACE_MIXED_LAUNCH_COUNT_V2
         else:
             request = ffi.new("palw_cuda_llama_mmvq_request_v1 *")
             request.abi_version = lib.PALW_CUDA_LLAMA_MMVQ_REQUEST_ABI_VERSION_V1
@@ -150,7 +153,11 @@ class TraceCaller(CallbackOwner):
             return lib.PALW_CUDA_TRACE_SEQUENCE_MISMATCH
         return None
 
-    def _approved(self, actual, index: int) -> int:
+    def _approved(self, actual, index: int, launch) -> int:
+        if self.change is not None and self.change[0] == index:
+            before = bytes(self.ffi.buffer(launch))
+            self.change[1](self.lib, launch.semantic_template)
+            self.changed = (before, bytes(self.ffi.buffer(launch)))
         self._remember(actual, index)
         self.approved += 1
         return self.lib.PALW_CUDA_TRACE_OK
@@ -165,8 +172,9 @@ class TraceCaller(CallbackOwner):
 
     def approve_v2(self, actual, expected):
         lib, ffi = self.lib, self.ffi
+        limit = min(len(self.candidates), lib.PALW_CUDA_LLAMA_TRACE_MIXED_LAUNCH_COUNT_V2)
         refused = self._refusal(actual, expected, lib.palw_cuda_llama_trace_association_is_supported_v2,
-                                self._same_v2, min(len(self.candidates), MIXED_LAUNCH_COUNT))
+                                self._same_v2, limit)
         if refused is not None:
             return refused
         index = self.approved
@@ -204,7 +212,7 @@ class TraceCaller(CallbackOwner):
         templates.ids(ffi, semantic, templates.identity_of(ffi, info.actual_identity),
                       operation=ids.diagnostic_id_v2(ids.OPERATION_V2, index, actual), plan=plan,
                       layout=ids.diagnostic_id_v2(ids.PHYSICAL_LAYOUT_V2, index, actual), group=group)
-        return self._approved(actual, index)
+        return self._approved(actual, index, expected)
 
     def launch_accepted_v2(self, actual, expected):
         self._launch_accepted(actual, expected, lambda c: self._same_v2(c, actual))
@@ -232,7 +240,7 @@ class TraceCaller(CallbackOwner):
                       plan=ids.diagnostic_id_v1(ids.DIRECT_PLAN_V1, 0),
                       layout=ids.diagnostic_id_v1(ids.PHYSICAL_LAYOUT_V1, index, actual))
         templates.bind_kernel(ffi, expected, info, self.digests["binary"])
-        return self._approved(actual, index)
+        return self._approved(actual, index, expected)
 
     def launch_accepted_v1(self, actual, expected):
         self._launch_accepted(actual, expected, lambda c: self._same_v1(c, actual))
