@@ -22,20 +22,20 @@ from pytest_palw.tiers import tier_of
 
 class Controller:
     def __init__(self, session):
-        self.session = session  # this process's PalwSession (options, runtime, facts)
+        self.palw = session  # this process's PalwSession (options, runtime, facts)
         self.config = session.config
         self.certificate = Certificate()
         self.expected = False  # the suite was asked for: a verdict is owed
         self.stop_message: str | None = None  # pytest.exit's or Ctrl-C's, as pytest reported it
+        self.pytest_session = None  # pytest's Session, kept for its final exit status
+        chosen = session.option("palw_certificate")
+        self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
 
     # -- before any case ---------------------------------------------------------------------------
     def discard_old_certificate(self) -> None:
         """A certificate file on disk speaks for the run that wrote it: an older one must not
         survive a run that stops early or runs no case (it would still say CERTIFIED)."""
-        path = self.session.option("palw_certificate")
-        if path:
-            Path(path).unlink(missing_ok=True)
-            page_path(path).unlink(missing_ok=True)
+        discard(self.path)
 
     def expect(self) -> None:
         """The expected inventory and the suite digest, from the suite's sources (before any case)."""
@@ -57,7 +57,8 @@ class Controller:
         certificate = self.certificate
         inventory = certificate.inventory
         tier = inventory.tiers.get(case_id) if inventory is not None else None
-        category = self.config.hook.pytest_report_teststatus(report=report, config=self.config)[0]
+        status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        category = status[0] if status else default_category(report)  # -p no:terminal answers None
         certificate.record(case_id, report, tier or tier_of(report.keywords), category)
 
     @pytest.hookimpl(optionalhook=True)  # xdist's: `-p no:xdist` must still work
@@ -78,24 +79,57 @@ class Controller:
     def pytest_sessionfinish(self, session) -> None:
         if not self.expected:
             return
+        self.pytest_session = session
         certificate, config = self.certificate, self.config
-        certificate.merge_facts(self.session.facts(), "controller")
+        certificate.merge_facts(self.palw.facts(), "controller")
         run = certificate.run
         run.exitstatus = session.exitstatus
         run.interrupted = self.stop_message or stop_reason(session)
-        run.other += (run_mode_reasons(config)
-                      + partial_run_reasons(config.args, certificate.facts.get("deselected", 0), certificate.cases)
-                      + golden_recording_reasons(config))
+        run.other += run_mode_reasons(config) + golden_recording_reasons(config)
+        run.selection = partial_run_reasons(config.args, certificate.facts.get("deselected", 0), certificate.cases,
+                                            config.invocation_params.dir, config.option.pyargs)
         certificate.finish(time.time())
-        path = self.session.option("palw_certificate")
-        if path:
-            certificate.write(path)
+        if self.path:
+            certificate.write(self.path)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.certificate.document is not None:
             from pytest_palw.certificate.terminal import terminal_summary
 
-            terminal_summary(terminalreporter, self.certificate.document, self.session.option("palw_certificate"))
+            terminal_summary(terminalreporter, self.certificate.document, self.path)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self) -> None:
+        """A plugin may still change the exit status after the session's last hook (a sessionfinish
+        wrapper, pytest.exit in the summary): the verdict is judged again with the final one."""
+        if self.pytest_session is not None and self.certificate.rejudge(self.pytest_session.exitstatus):
+            self.rewrite("the exit status changed after the session")
+
+    def rewrite(self, why: str) -> None:
+        """The judged-again document, written over the first one; one line says so."""
+        if self.path:
+            self.certificate.write(self.path)
+        verdict = self.certificate.document["verdict"]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"palw: {why}: verdict " + ("CERTIFIED" if verdict["certified"] else
+                                                            "not certified: " + "; ".join(verdict["reasons"])))
+
+
+def discard(path: Path | None) -> None:
+    """An older certificate (and its page) must not survive this run: it would speak for it."""
+    if path:
+        path.unlink(missing_ok=True)
+        page_path(path).unlink(missing_ok=True)
+
+
+def default_category(report) -> str:
+    """pytest's category of a report when no plugin answers pytest_report_teststatus."""
+    if report.passed:
+        return "passed" if report.when == "call" else ""
+    if report.failed:
+        return "failed" if report.when == "call" else "error"
+    return "skipped"
 
 
 def stop_reason(session) -> str | None:

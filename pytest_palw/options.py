@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,17 @@ def resolve(config, dest: str) -> str | None:
     if value is None:
         value = config.getini(dest)
     return value if value not in (None, "") else option.default
+
+
+def discard_named_certificate(early_config) -> None:
+    """Remove the certificate (and its page) the command line or $PALW_CERTIFICATE names, before
+    anything else: only this run's verdict may stand there. (An xdist worker does it too, harmlessly:
+    workers start after the controller configured and end before it writes.)"""
+    chosen = getattr(early_config.known_args_namespace, "palw_certificate", None) or os.environ.get("PALW_CERTIFICATE")
+    if chosen:
+        from pytest_palw.controller import discard
+
+        discard(Path(chosen).resolve())
 
 
 def explicitly_set(config) -> bool:

@@ -22,6 +22,12 @@ def pytest_addoption(parser):
     options.add_options(parser)
 
 
+def pytest_load_initial_conftests(early_config):
+    """Before the arguments are checked: a run that ends in a usage error must not leave an older
+    certificate standing either (the controller removes one named in an ini file at configure)."""
+    options.discard_named_certificate(early_config)
+
+
 def pytest_configure(config):
     config.stash[_KEY] = PalwSession(config)
     palw_session(config).configure()

@@ -19,7 +19,7 @@ def conformance_modules() -> set[str]:
 
 
 def in_suite(path) -> bool:
-    return paths.CONFORMANCE_DIR in path.resolve().parents
+    return paths.CONFORMANCE_DIR in Path(path).resolve().parents
 
 
 def argument_path(arg: str, invocation_dir, pyargs: bool = False) -> Path:
@@ -38,15 +38,17 @@ def argument_path(arg: str, invocation_dir, pyargs: bool = False) -> Path:
     return (Path(invocation_dir) / name).resolve()
 
 
-def partial_run_reasons(args: Iterable[str], deselected: int, ran_case_ids: Iterable[str]) -> list[str]:
-    """Why this run does not cover the whole suite, as far as its arguments tell; empty when they
-    do not narrow it. (The verdict joins the reports with the expected inventory anyway: these
-    reasons only name the cause.) ``ran_case_ids``: the inventory's names of the reported cases."""
+def partial_run_reasons(args: Iterable[str], deselected: int, ran_case_ids: Iterable[str],
+                        invocation_dir=".", pyargs: bool = False) -> list[str]:
+    """Why this run may not cover the whole suite, as far as its arguments tell. The verdict joins
+    the reports with the expected inventory: these only name the cause of cases found missing.
+    ``ran_case_ids``: the inventory's names of the reported cases; node ids count when they name
+    a case of the suite."""
     reasons = []
     if deselected:
         reasons.append(f"partial run: {deselected} conformance case(s) deselected (-k, -m, "
                        "--deselect or --lf): run the whole suite to certify")
-    by_id = [arg for arg in args if "::" in arg]
+    by_id = [arg for arg in args if "::" in arg and in_suite(argument_path(arg, invocation_dir, pyargs))]
     if by_id:
         reasons.append(f"partial run: cases chosen by node id ({by_id[0]}): run the whole suite to certify")
     ran_modules = {case_id.split("::", 1)[0].rsplit("/", 1)[-1] for case_id in ran_case_ids}

@@ -21,7 +21,8 @@ import pytest
 
 from pytest_palw import options as opts
 from pytest_palw import paths
-from pytest_palw.build.digests import remembered_sha256, sha256_stream
+from pytest_palw.build.digests import remembered_sha256, sha256_file, sha256_stream
+from pytest_palw.certificate.inventory import witness_id
 from pytest_palw.errors import PalwError, RuntimeLibraryError
 from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
@@ -117,19 +118,23 @@ class PalwSession:
 
     @contextlib.contextmanager
     def witness(self, item):
-        """Around a case's call: note the suite function whose body ran to its end. A call that
-        never reaches the function (a plugin replacing runtest or pytest_pyfunc_call) or another
-        function in its place leaves no witness, and the verdict counts the body as not run."""
+        """Around a case's call: run the suite's own function (unwrapped: a wrapper put around it
+        can neither skip it nor swallow its failure) and, when it returns, note which case it ran
+        as, from the parameter values it received (inventory.witness_id). A call that never
+        reaches it (a plugin replacing runtest or pytest_pyfunc_call), another function in its
+        place or other parameters leave no witness of this case: the verdict counts its body as
+        not run."""
         item.stash[_BODY] = None
-        function = suite_function(item)
-        if function is None:
+        module = getattr(item, "module", None) if isinstance(item, pytest.Function) else None
+        if module is None or not in_suite(item.path):
             yield
             return
         original = item.obj
+        function = inspect.unwrap(original)
 
         def body(*args, **kwargs):
-            result = original(*args, **kwargs)
-            item.stash[_BODY] = function
+            result = function(*args, **kwargs)
+            item.stash[_BODY] = witness_id(item.originalname, function, module, kwargs)
             return result
 
         item.obj = body
@@ -343,19 +348,6 @@ def process_start_time() -> float | None:
         return None
 
 
-def suite_function(item) -> str | None:
-    """``conformance/test_x.py::test_f`` when ``item`` is a function of the suite whose code is in
-    that very file; None for anything else (a unit test, an item a plugin made up)."""
-    obj = getattr(item, "obj", None) if isinstance(item, pytest.Function) else None
-    code = getattr(inspect.unwrap(obj), "__code__", None) if obj is not None else None
-    if code is None:
-        return None
-    source = Path(code.co_filename).resolve()
-    if source.parent != paths.CONFORMANCE_DIR.resolve() or source != Path(item.path).resolve():
-        return None
-    return f"conformance/{source.name}::{code.co_name}"
-
-
 def skip_if_tier_unavailable(session: PalwSession, item) -> None:
     tier = tier_of(item.keywords)
     if tier is None:
@@ -485,11 +477,17 @@ def pytest_statement(config) -> dict:
     from importlib.metadata import packages_distributions, version
 
     owners = packages_distributions()
-    distributions = set()
+    distributions, local = set(), {}
     for plugin in config.pluginmanager.get_plugins():
         module = getattr(plugin, "__name__", None)
-        if isinstance(module, str) and not module.startswith("_pytest"):
-            distributions.update(owners.get(module.split(".")[0], []))
+        if not isinstance(module, str) or module.startswith("_pytest"):
+            continue
+        owner = owners.get(module.split(".")[0], [])
+        distributions.update(owner)
+        source = getattr(plugin, "__file__", None)
+        if not owner and source:  # a -p module or a conftest of no installed distribution: by its bytes
+            local[module] = {"module": module, "file": source, "sha256": sha256_file(Path(source))}
     distributions.discard("pytest")
     return {"version": pytest.__version__,
-            "plugins": sorted(f"{name} {version(name)}" for name in distributions)}
+            "plugins": sorted(f"{name} {version(name)}" for name in distributions),
+            "local": sorted(local.values(), key=lambda entry: entry["module"])}

@@ -39,7 +39,7 @@ class CaseResult:
     # Each report pytest counted for this case, by its category: pytest's summary line is the sum.
     categories: list[str] = field(default_factory=list)
     phases: dict[str, str] = field(default_factory=dict)  # setup / call / teardown -> the report's outcome
-    body: str | None = None  # the suite function whose body ran to its end in the call (the plugin's witness)
+    body: str | None = None  # the case the call's function body ran to its end as (the plugin's witness)
     crashed: bool = False  # its worker died while running it (xdist's crash report)
     unknown: list[str] = field(default_factory=list)  # categories pytest does not name
     started_at: float | None = None  # Unix time the case's setup began (in its worker)
@@ -175,6 +175,20 @@ class Certificate:
             "cases": [vars(c) for c in sorted(self.cases.values(), key=lambda c: c.id)],
         }
         return self.document
+
+    def rejudge(self, exitstatus: int, why: str | None = None) -> bool:
+        """The verdict again, with the exit status pytest really ended with (it can change after
+        the session's last hook) and ``why`` as one more reason; True when the document changed."""
+        if self.document is None:
+            return False
+        if int(exitstatus) == self.document["exit_status"] and why is None:
+            return False
+        self.run.exitstatus = int(exitstatus)
+        if why is not None:
+            self.run.other.append(why)
+        self.document["verdict"] = judge(self.inventory, self.cases, self.run)
+        self.document["exit_status"] = int(exitstatus)
+        return True
 
     def write(self, path) -> Path:
         """The JSON at ``path`` and its HTML page beside it (``<stem>.html``); returns the page."""

@@ -79,9 +79,6 @@ class Inventory:
     def digest(self) -> str:
         return ids_digest(self.ids)
 
-    def function_of(self, case: str) -> str:
-        return case.split("[", 1)[0]
-
     def as_dict(self) -> dict:
         """The certificate's compact form: per function its tier and parameter ids (consecutive
         integers as ``a..b``); ``expand`` gives the ids back, ``sha256`` is over them sorted."""
@@ -146,11 +143,15 @@ def build(suite_dir: Path | None = None) -> Inventory:
         module = _load(path)
         claims[path.name] = dict(zip(("scope", "claim"), claim_of(path)))
         module_marks = _marks(module)
+        if "pytest_generate_tests" in vars(module):
+            raise InventoryError(f"{path.name} parametrizes in pytest_generate_tests, which the inventory "
+                                 "cannot read: use parametrize marks")
         for name, obj in vars(module).items():
             if inspect.isclass(obj) and name.startswith("Test") and obj.__module__ == module.__name__:
                 raise InventoryError(f"{path.name}::{name}: test classes are not enumerated by the "
                                      "inventory: write the cases as module-level functions")
-            if not (name.startswith("test") and inspect.isfunction(obj) and obj.__module__ == module.__name__):
+            if not (name.startswith("test") and inspect.isfunction(obj) and obj.__module__ == module.__name__
+                    and getattr(obj, "__test__", True)):
                 continue
             marks = _marks(obj) + module_marks
             where = f"{path.name}::{name}"
@@ -196,6 +197,11 @@ def _parameter_ids(marks, where: str) -> tuple[str, ...] | None:
 
 
 def _ids_of(mark, where: str) -> list[str]:
+    return [case for case, _ in _parameter_sets(mark, where)[1]]
+
+
+def _parameter_sets(mark, where: str) -> tuple[list[str], list[tuple[str, tuple]]]:
+    """A parametrize mark's argument names, and per parameter set its id and values."""
     arguments = dict(zip(("argnames", "argvalues", "indirect", "ids", "scope"), mark.args)) | mark.kwargs
     names = arguments["argnames"]
     names = [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else list(names)
@@ -214,10 +220,11 @@ def _ids_of(mark, where: str) -> list[str]:
             values = (value,) if len(names) == 1 else tuple(value)
         if explicit is None and given is not None and position < len(given) and given[position] is not None:
             explicit = str(given[position])
-        out.append(explicit if explicit is not None else "-".join(_id_of(v, where) for v in values))
+        out.append((_id_of(explicit, where) if explicit is not None else "-".join(_id_of(v, where) for v in values),
+                    values))
     if not out:
         raise InventoryError(f"{where}: an empty parametrization runs no case")
-    return out
+    return names, out
 
 
 def _id_of(value, where: str) -> str:
@@ -228,6 +235,34 @@ def _id_of(value, where: str) -> str:
         return value
     raise InventoryError(f"{where}: parameter {value!r} has no id the inventory can name: use an int or "
                          "a plain ASCII string, or pass ids=")
+
+
+def witness_id(name: str, function, module, kwargs: dict) -> str | None:
+    """The inventory's id of the case that ``function`` ran as, from the values it was called with:
+    ``conformance/test_x.py::test_f[param]``; None when ``function`` is not the suite function
+    ``name`` of ``module`` (with its code in that module's file) or the values match no parameter
+    set of its marks."""
+    code = getattr(function, "__code__", None)
+    if code is None or vars(module).get(name) is not function:
+        return None
+    source = Path(code.co_filename).resolve()
+    if source != Path(getattr(module, "__file__", "") or "").resolve():
+        return None
+    where = f"{source.name}::{name}"
+    parts = []
+    for mark in _marks(function) + _marks(module):
+        if mark.name != "parametrize":
+            continue
+        names, sets = _parameter_sets(mark, where)
+        received = tuple(kwargs.get(argument, _MISSING) for argument in names)
+        matching = [case for case, values in sets if values == received]
+        if len(matching) != 1:
+            return None
+        parts.append(matching[0])
+    return f"{SUITE_PREFIX}{where}" + (f"[{'-'.join(parts)}]" if parts else "")
+
+
+_MISSING = object()
 
 
 def claim_of(path: Path) -> tuple[str | None, str]:

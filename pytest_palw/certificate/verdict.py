@@ -28,10 +28,11 @@ class RunFacts:
     interrupted: str | None = None  # why pytest stopped early (Ctrl-C, -x, pytest.exit)
     crashed_workers: list[str] = field(default_factory=list)  # "gw1: <error>"
     conflicts: list[str] = field(default_factory=list)  # facts the workers disagree on
-    other: list[str] = field(default_factory=list)  # recording goldens, selection, run mode, inventory
+    other: list[str] = field(default_factory=list)  # recording goldens, run mode, inventory, late errors
+    selection: list[str] = field(default_factory=list)  # why cases may be missing (-k, node ids): named with them
 
 
-def state_of(case, function: str) -> str:
+def state_of(case, case_id: str) -> str:
     """What became of one case: "passed", or the kind of reason it gives."""
     if case is None:
         return "missing"
@@ -50,7 +51,7 @@ def state_of(case, function: str) -> str:
         return "skipped"
     if case.phases.get("setup") != "passed" or "call" not in case.phases:
         return "body not run"
-    if case.phases["call"] != "passed" or case.body != function:
+    if case.phases["call"] != "passed" or case.body != case_id:  # the witness names the case that ran
         return "body not run"
     if case.phases.get("teardown") != "passed":
         return "incomplete"
@@ -72,7 +73,7 @@ def judge(inventory, cases: dict, run: RunFacts) -> dict:
         required = inventory.required
     states: dict[str, list[str]] = {}
     for case_id in required:
-        states.setdefault(state_of(cases.get(case_id), inventory.function_of(case_id)), []).append(case_id)
+        states.setdefault(state_of(cases.get(case_id), case_id), []).append(case_id)
     passed = len(states.get("passed", []))
     total = len(required)
 
@@ -80,13 +81,14 @@ def judge(inventory, cases: dict, run: RunFacts) -> dict:
     if missing:
         reasons.append(f"{len(missing)} of {total} expected case(s) never reported (first: {_first(missing)}): "
                        "not collected, deselected or never run")
+        reasons += run.selection
     if states.get("crashed"):
         ids = states["crashed"]
         reasons.append(f"{len(ids)} case(s) crashed their worker (first: {_first(ids)})")
     expected_ids = set(inventory.ids) if inventory is not None else set()
     failed = list(states.get("failed", []))
     failed += sorted(case_id for case_id, case in cases.items()  # exempt and outside the inventory
-                     if case_id not in required and state_of(case, case_id.split("[", 1)[0]) in ("failed", "crashed"))
+                     if case_id not in required and state_of(case, case_id) in ("failed", "crashed"))
     if failed:
         reasons.append(f"{len(failed)} case(s) failed (first: {_first(failed)})")
     outside = sorted(set(cases) - expected_ids)

@@ -48,8 +48,16 @@ def run(args) -> int:
         argv += ["-n", str(args.workers), "--dist", "worksteal"]
     certificate = Path(args.certificate)
     certificate.unlink(missing_ok=True)  # only a verdict written by this run may stand
-    received = _Document()
-    code = int(run_without_autoload(argv + list(args.pytest_args), plugins=[received]))
+    received = _Controller()
+    try:
+        code = int(run_without_autoload(argv + list(args.pytest_args), plugins=[received]))
+    except BaseException as error:  # pytest itself failed after the session (e.g. -W error at shutdown)
+        code = 1 if not isinstance(error, KeyboardInterrupt) else 130
+        received.judge_again(code, f"pytest raised {type(error).__name__} after the session: {str(error)[:200]}")
+        if isinstance(error, KeyboardInterrupt):
+            raise
+    else:
+        received.judge_again(code)
     document = received.document
     if document is None or not certificate.is_file():
         print(f"palw: no certificate written to {certificate}: the session ended before its verdict (see "
@@ -63,14 +71,26 @@ def run(args) -> int:
     return code
 
 
-class _Document:
-    """Receives the certificate document the session built (no file read back)."""
+class _Controller:
+    """Holds on to the session's controller: its document (no file read back), judged again with
+    the code pytest.main really returned."""
 
-    document: dict | None = None
+    config = None
 
-    def pytest_unconfigure(self, config):
-        controller = config.pluginmanager.get_plugin("palw-controller")
-        self.document = controller.certificate.document if controller is not None else None
+    def pytest_configure(self, config):
+        self.config = config
+
+    @property
+    def controller(self):
+        return self.config.pluginmanager.get_plugin("palw-controller") if self.config is not None else None
+
+    @property
+    def document(self) -> dict | None:
+        return self.controller.certificate.document if self.controller is not None else None
+
+    def judge_again(self, code: int, why: str | None = None) -> None:
+        if self.controller is not None and self.controller.certificate.rejudge(code, why):
+            self.controller.rewrite(why or "pytest ended with another exit status than the session's")
 
 
 def run_without_autoload(argv: list[str], plugins=()) -> int:

@@ -77,6 +77,8 @@ def test_claims_come_with_the_inventory(suite):
      "def test_a(x): pass\n", "parameter with marks"),
     ("class TestA:\n    def test_a(self): pass\n", "test classes are not enumerated"),
     ("import nonexistent_module_x\n", r"cannot be imported \(ModuleNotFoundError"),
+    ("def pytest_generate_tests(metafunc): pass\ndef test_a(): pass\n", "pytest_generate_tests"),
+    ("import pytest\n@pytest.mark.parametrize('x', [1], ids=['caf\u00e9'])\ndef test_a(x): pass\n", "has no id"),
 ])
 def test_what_the_inventory_cannot_name_is_refused(tmp_path, source, message):
     (tmp_path / "test_x.py").write_text(source)
@@ -106,6 +108,36 @@ def test_parameter_ids_as_pytest_gives_them(tmp_path):
                             cwd=tmp_path)
     collected = {f"conformance/{line.strip()}" for line in result.stdout.splitlines() if "::" in line}
     assert collected == set(built.ids), result.stdout[-2000:]
+
+
+def test_a_function_pytest_does_not_collect_is_not_expected(tmp_path):
+    (tmp_path / "test_x.py").write_text("def test_a(): pass\ndef test_b(): pass\ntest_b.__test__ = False\n")
+    assert inventory.build(tmp_path).ids == ("conformance/test_x.py::test_a",)
+
+
+def test_the_witness_names_the_case_from_the_values_the_body_received(tmp_path):
+    """What a case ran as: its function (the module's own, by its name) and the parameter set of
+    the values it was called with; anything else is no witness."""
+    import importlib.util
+
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n"
+        "@pytest.mark.parametrize('v', [2, 1])\n"
+        "@pytest.mark.parametrize('f', ['a', pytest.param('b', id='named')])\n"
+        "def test_a(f, v): pass\n"
+        "test_alias = test_a\n"
+        "def test_plain(): pass\n")
+    spec = importlib.util.spec_from_file_location("witness_probe", tmp_path / "test_x.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    witness = inventory.witness_id
+    assert witness("test_a", module.test_a, module, {"f": "b", "v": 1, "fixture": object()}) == (
+        "conformance/test_x.py::test_a[named-1]")
+    assert witness("test_alias", module.test_a, module, {"f": "a", "v": 2}) == "conformance/test_x.py::test_alias[a-2]"
+    assert witness("test_plain", module.test_plain, module, {}) == "conformance/test_x.py::test_plain"
+    assert witness("test_a", module.test_a, module, {"f": "c", "v": 1}) is None  # no such parameter set
+    assert witness("test_a", module.test_plain, module, {}) is None  # another function under its name
+    assert witness("test_a", lambda f, v: None, module, {"f": "a", "v": 2}) is None  # not the module's
 
 
 def test_a_report_is_named_by_its_file_not_by_its_node_id(tmp_path):

@@ -1,5 +1,6 @@
 """selection.partial_run_reasons: every way of narrowing a run is named, a whole run is clean."""
 
+from pytest_palw.paths import CONFORMANCE_DIR
 from pytest_palw.selection import conformance_modules, partial_run_reasons
 
 
@@ -18,7 +19,8 @@ def test_deselection_is_named_with_its_count():
 
 
 def test_node_ids_are_named():
-    [reason] = partial_run_reasons(["conformance/test_class_counts.py::test_x"], 0, _all_modules_ran())
+    [reason] = partial_run_reasons(["conformance/test_class_counts.py::test_x"], 0, _all_modules_ran(),
+                                   CONFORMANCE_DIR.parent)
     assert "chosen by node id (conformance/test_class_counts.py::test_x)" in reason
 
 
@@ -31,6 +33,8 @@ def test_missing_modules_are_counted():
 
 def test_runs_outside_the_suite_are_not_judged():
     assert partial_run_reasons(["tests"], 0, ["tests/unit/test_codec.py::test_x"]) == []
+    assert partial_run_reasons(["conformance", "tests/plugin/test_selection.py::test_x"], 0, _all_modules_ran(),
+                               CONFORMANCE_DIR.parent) == []
 
 
 def test_a_module_named_by_import_path_is_a_partial_run():

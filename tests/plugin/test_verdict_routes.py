@@ -10,8 +10,10 @@ on the real suite (CPU tier) are in test_verdict.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 
 import pytest
 
@@ -128,6 +130,84 @@ def pytest_collection_modifyitems(items):
         if item.name == "test_index[2]":
             item.add_marker(pytest.mark.xfail(reason="known"))
 ''',
+    # wraps each suite function (functools.wraps) and swallows its failure
+    "toy_wraps": '''
+import functools
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        original = item.obj
+
+        @functools.wraps(original)
+        def swallowing(*args, __original=original, **kwargs):
+            try:
+                __original(*args, **kwargs)
+            except AssertionError:
+                pass
+
+        item.obj = swallowing
+''',
+    # wraps each suite function (functools.wraps) and never calls it
+    "toy_wraps_norun": '''
+import functools
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.obj = functools.wraps(item.obj)(lambda *args, **kwargs: None)
+''',
+    # every index case runs with index 0
+    "toy_param": '''
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "index" in getattr(getattr(item, "callspec", None), "params", {}):
+            item.callspec.params["index"] = 0
+            item.funcargs.pop("index", None)
+''',
+    # the real test_index[4] is replaced by an item of the same node id that runs index 0
+    "toy_impostor": '''
+import dataclasses
+
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for position, item in enumerate(items):
+        if item.name == "test_index[4]":
+            twin = next(i for i in items if i.name == "test_index[0]")
+            callspec = dataclasses.replace(twin.callspec, _idlist=["4"])  # named [4], runs index 0
+            items[position] = pytest.Function.from_parent(twin.parent, name="test_index", callspec=callspec,
+                                                           callobj=twin.obj, fixtureinfo=twin._fixtureinfo)
+            assert items[position].nodeid == item.nodeid
+''',
+    # changes pytest's exit status after every sessionfinish hook ran
+    "toy_exit_after": '''
+import pytest
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session):
+    result = yield
+    session.exitstatus = 1
+    return result
+''',
+    # stops pytest with its own code while the summary is written
+    "toy_exit_in_summary": '''
+import pytest
+
+def pytest_terminal_summary(terminalreporter):
+    pytest.exit("stopped in the summary", returncode=2)
+''',
+    # an object that fails in __del__, collected only at pytest's last cleanup
+    "toy_unraisable": '''
+class Cycle:
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        raise RuntimeError("an error at shutdown")
+
+
+def pytest_sessionfinish(session):
+    Cycle()
+''',
     # adds a case the inventory does not know to a suite module
     "toy_extra": '''
 import pytest
@@ -191,7 +271,7 @@ def test_the_whole_toy_suite_passing_is_certified(toy, workers):
                                   "exempt": 1}, result.stdout.str()[-2000:]
     assert document["inventory"]["size"] == TOY_CASES + 1 and document["inventory"]["exempt"][0]["id"] == (
         "conformance/test_claims.py::test_metal")
-    assert all(case["body"] == case["id"].split("[")[0] for case in document["cases"] if case["outcome"] == "passed")
+    assert all(case["body"] == case["id"] for case in document["cases"] if case["outcome"] == "passed")
 
 
 @pytest.mark.parametrize("order", [["-p", "no:randomly"], ["-p", "no:cacheprovider"], ["--ff"]],
@@ -302,6 +382,87 @@ def test_a_case_outside_the_inventory_is_refused(toy):
     _refused(document, result, "1 case(s) of the suite are not in the expected inventory (first: "
              "conformance/test_other.py::test_plain_again)")
     assert _verdict(document)["passed"] == TOY_CASES
+
+
+def test_a_wrapper_cannot_hide_a_failing_body(toy, monkeypatch):
+    """The witness runs the suite's own function, not a wrapper put in its place."""
+    monkeypatch.setenv("TOY_FAIL", "test_index[2]")
+    for plugin in ("toy_wraps", "toy_wraps_norun"):
+        document, result = toy("-p", plugin)
+        _refused(document, result, "1 case(s) failed (first: conformance/test_claims.py::test_index[2])")
+
+
+def test_a_case_run_with_other_parameters_is_refused(toy):
+    document, result = toy("-p", "toy_param")
+    assert result.ret == 0 and document["summary"]["passed"] == TOY_CASES
+    # test_index[1..5] and test_pinned[1-*] ran as index 0 (test_index[0], test_pinned[0-*] as themselves)
+    _refused(document, result, "7 case(s) whose body never ran to its end")
+
+
+def test_an_impostor_with_the_node_id_of_a_case_is_refused(toy):
+    document, result = toy("-p", "toy_impostor")
+    assert result.ret == 0
+    _refused(document, result, "1 case(s) whose body never ran to its end (first: conformance/test_claims.py::test_index[4])")
+
+
+@pytest.mark.parametrize("plugin, status", [("toy_exit_after", 1), ("toy_exit_in_summary", 2)])
+def test_an_exit_status_changed_after_the_verdict_is_refused(toy, plugin, status):
+    """The verdict is judged again at unconfigure with the status pytest will exit with."""
+    document, result = toy("-p", plugin)
+    assert result.ret == status
+    _refused(document, result, f"pytest exited with status {status}")
+    assert document["exit_status"] == status
+
+
+def test_palw_certify_judges_with_the_code_pytest_returned(toy, pytester):
+    """pytest can still fail after the session's last hook (-W error and an error at shutdown):
+    `palw certify` judges again with what pytest.main returned or raised."""
+    toy()  # writes nothing we use: only sets the directory up
+    certificate = pytester.path / "certified.json"
+    run = ("import sys, palw_toy_stub\nfrom pytest_palw.cli import main\n"
+           f"sys.exit(main(['certify', '--require-certified', '--certificate', {str(certificate)!r}, '--', "
+           "'-p', 'palw_toy_stub', '-p', 'no:cacheprovider', '-p', 'toy_unraisable', '-W', "
+           "'error::pytest.PytestUnraisableExceptionWarning']))")
+    result = pytester.run(sys.executable, "-c", run, timeout=300)
+    assert result.ret != 0
+    verdict = json.loads(certificate.read_text())["verdict"]
+    assert verdict["certified"] is False and verdict["passed"] == TOY_CASES, verdict
+    assert any(reason.startswith(("pytest raised", "pytest exited with status")) for reason in verdict["reasons"])
+
+
+def test_no_terminal_reporter_still_certifies(toy):
+    document, result = toy("-p", "no:terminal")
+    assert result.ret == 0 and _verdict(document)["certified"] is True, _reasons(document)
+
+
+def test_node_ids_that_select_nothing_less_still_certify(toy, pytester):
+    """A node id outside the suite, or one that names a whole suite function beside the suite."""
+    (pytester.mkdir("extra") / "test_extra.py").write_text("def test_a():\n    pass\n")
+    document, result = toy("extra/test_extra.py::test_a")
+    assert _verdict(document)["certified"] is True, _reasons(document)
+    document, result = toy("suite/test_claims.py::test_index")
+    assert _verdict(document)["certified"] is True, _reasons(document)
+
+
+def test_deselecting_the_exempt_case_still_certifies(toy):
+    document, result = toy("--deselect", "suite/test_claims.py::test_metal")
+    assert _verdict(document)["certified"] is True, _reasons(document)
+
+
+def test_a_usage_error_leaves_no_old_certificate(toy, pytester):
+    certificate = pytester.path / "cert.json"
+    certificate.write_text(json.dumps({"verdict": {"certified": True}}))
+    result = pytester.runpytest_subprocess("suite", "-p", "palw_toy_stub", f"--palw-certificate={certificate}",
+                                           "--no-such-option")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert not certificate.exists()
+
+
+def test_every_local_plugin_is_named_in_the_certificate(toy, pytester):
+    document, _ = toy("-p", "toy_xfail")
+    local = {entry["module"]: entry for entry in document["pytest"]["local"]}
+    assert {"palw_toy_stub", "toy_xfail"} <= set(local)
+    assert local["toy_xfail"]["sha256"] == hashlib.sha256((pytester.path / "toy_xfail.py").read_bytes()).hexdigest()
 
 
 def test_stop_at_first_failure_is_refused(toy, monkeypatch):

@@ -179,11 +179,14 @@ def test_cpu_certificate_shows_every_reason_and_the_launches_not_run(tmp_path):
     assert int(page.body["data-scroll-width"]) <= 1280, "the page scrolls sideways at 1280 px"
 
 
-def test_claims_are_read_from_the_installed_suite_with_the_certificate_counts():
+def test_claims_are_those_of_the_certified_run_with_the_certificate_counts():
+    """The claims table: the modules and claims the run's inventory read (not the suite installed
+    where the page is rendered), with the certificate's counts; an older certificate without an
+    inventory shows the installed suite's."""
     document = gpu_document()
     page = Page(render(document))
     rows = {attrs["data-module"]: attrs for _, attrs in page.elements if "data-module" in attrs}
-    assert sorted(rows) == sorted(path.name for path in CONFORMANCE_DIR.glob("test_*.py"))
+    assert sorted(rows) == sorted(document["inventory"]["claims"])
     for module, row in rows.items():
         docstring = ast.get_docstring(ast.parse((CONFORMANCE_DIR / module).read_text()))
         claim = page.said(f"claim-{module}")
@@ -192,6 +195,10 @@ def test_claims_are_read_from_the_installed_suite_with_the_certificate_counts():
         assert (row["data-passed"], row["data-failed"], row["data-skipped"]) == tuple(
             str(outcomes[name]) for name in ("passed", "failed", "skipped"))
     assert rows["test_reject_index.py"]["data-failed"] == "1"
+    del document["inventory"]
+    page = Page(render(document))
+    rows = {attrs["data-module"] for _, attrs in page.elements if "data-module" in attrs}
+    assert rows == {path.name for path in CONFORMANCE_DIR.glob("test_*.py")}
 
 
 def test_certified_gpu_certificate_says_so_and_every_launch_passed():
@@ -236,13 +243,15 @@ def test_palw_report_refuses_a_file_that_is_no_certificate_in_one_line(tmp_path,
 @needs_chromium
 def test_the_real_h200_certificate(tmp_path):
     """The certificate `palw certify --model profile:full -n 8 --require-certified` wrote on the
-    lent H200 (2026-12-03), unedited: what a reader of a real GPU certification sees."""
+    lent H200 (2026-12-04, commit 86cdfd7, schema v2), unedited: what a reader of a real GPU
+    certification sees."""
     import gzip
 
     document = json.loads(gzip.decompress((CPU_CERTIFICATE.with_name("h200-certificate.json.gz")).read_bytes()))
     validate(document)
     page = browse(document, tmp_path, "report-h200")
     assert page.said("verdict").startswith("PALW runtime certificate CERTIFIED")
+    assert page.said("expected").startswith("3050 of 3050 expected cases passed (1 exempt)")
     cells = page.cells
     assert len(cells) == 361 and Counter(cell["data-class"] for cell in cells) == CLASS_COUNTS
     assert Counter(cell["data-outcome"] for cell in cells) == {"passed": 361}
