@@ -83,8 +83,9 @@ TOY_PADDING = 15  # arguments 4..18: MMVQ's 20-argument shape
 HEADS, GROUPED_COLUMNS, WORK_THREADS = PINNED_ATTENTION.query_heads, 256, 256
 # Capture modes of the probe kernel, as its source numbers them (enum toy_capture_mode).
 CAPTURE_MODES = dict(re.findall(r"\bCAPTURE_(\w+) = (\d+)", TOY_CAPTURE_KERNEL.read_text()))
-EXACT, DUPLICATE, OUT_OF_RANGE, MISSING, WRONG_IDENTITY = (
-    int(CAPTURE_MODES[name]) for name in ("EXACT", "DUPLICATE", "OUT_OF_RANGE", "MISSING", "WRONG_IDENTITY"))
+EXACT, DUPLICATE, OUT_OF_RANGE, MISSING, WRONG_IDENTITY, OVERRUN = (
+    int(CAPTURE_MODES[name]) for name in ("EXACT", "DUPLICATE", "OUT_OF_RANGE", "MISSING", "WRONG_IDENTITY",
+                                          "OVERRUN"))
 SENTINEL = 0xAB
 
 PROBE_SOURCE = r"""
@@ -568,6 +569,42 @@ def test_capture_fault_poisons(fault, bench):
     assert bench.run(context, bench.capture_launch(2), EXACT) == "POISONED"
     assert bench.state(context) == poisoned, "a call refused by the poison changed the context"
     assert bench.untouched(records)
+    bench.destroy_cleanly(context)
+
+
+def test_grouped_collector_reports_an_element_already_claimed(bench):
+    """The grouped (attention) path's capture faults. Its collector claims each element of the tile
+    itself, exactly once, so out-of-range and missing captures cannot be provoked through the ABI;
+    a duplicate can: a capture kernel that claims past its own bitmap region (the toy kernel's
+    OVERRUN mode: the first bit of the next region) makes the next grouped enqueue find its first
+    element claimed. The collector must fault DUPLICATE_CAPTURE without summing it (so finalize
+    adds MISSING_CAPTURE), poison the context and write no host record; the same two launches
+    without the overrun commit, the grouped record equal to its template with the host sketch."""
+    ffi, lib = bench.ffi, bench.lib
+    grouped_values = np.zeros((HEADS, GROUPED_COLUMNS), dtype=np.float32)
+    control = bench.create(4)
+    grouped = bench.grouped_launch(1)
+    assert bench.run(control, bench.capture_launch(0), EXACT) == "OK"
+    assert bench.enqueue(control, grouped) == "OK"
+    records = bench.sentinel_records(4)
+    assert bench.finalize(control, records, 4) == "OK"
+    assert bench.state(control) == {"count": 2, "committed": 2, "faults": [], "poisoned": 0}
+    assert bench.encoded(ffi.addressof(records, 1)) == bench.expected_record(grouped, sketch(grouped_values))
+    bench.destroy_cleanly(control)
+
+    context = bench.create(4)
+    assert bench.run(context, bench.capture_launch(0), OVERRUN) == "OK"
+    assert bench.enqueue(context, bench.grouped_launch(1)) == "OK"
+    assert bench.state(context) == {"count": 2, "committed": 0, "faults": [], "poisoned": 0}
+    records = bench.sentinel_records(4)
+    assert bench.finalize(context, records, 4) == "INCOMPLETE"
+    want = fault_names(lib, lib.PALW_CUDA_PRODUCER_FAULT_DUPLICATE_CAPTURE | lib.PALW_CUDA_PRODUCER_FAULT_MISSING_CAPTURE)
+    poisoned = {"count": 2, "committed": 0, "faults": want, "poisoned": 1}
+    assert bench.state(context) == poisoned
+    assert bench.untouched(records), "a failed finalize wrote host records"
+    assert bench.enqueue(context, bench.grouped_launch(2)) == "POISONED"
+    assert bench.finalize(context, records, 4) == "POISONED"
+    assert bench.state(context) == poisoned, "a call refused by the poison changed the context"
     bench.destroy_cleanly(context)
 
 

@@ -20,6 +20,9 @@ enum toy_capture_mode : uint32_t {
     CAPTURE_OUT_OF_RANGE = 2,    // one extra capture at row == output_rows
     CAPTURE_MISSING = 3,         // the last element is never captured
     CAPTURE_WRONG_IDENTITY = 4,  // element 0 claims another producer variant
+    CAPTURE_OVERRUN = 5,         // exact, then element 0 also claims the first bit past its own
+                                 // bitmap region: the next record's first element (a capture
+                                 // kernel writing past its region, seen by the next record)
 };
 
 static __host__ __device__ inline palw_cuda_producer_actual_identity_v3 toy_identity() {
@@ -59,6 +62,9 @@ static __global__ void toy_capture_kernel(
     }
     if (mode == CAPTURE_OUT_OF_RANGE && element == 0u) {
         palw_cuda_producer_capture_accumulator_f32_v3(view, rows, 0u, values[element], identity);
+    }
+    if (mode == CAPTURE_OVERRUN && element == 0u) {
+        atomicOr(view.capture_bitmap + (total + 31u) / 32u, 1u);
     }
 }
 
