@@ -25,6 +25,7 @@ from pytest_palw.runtime.discovery import (
     Candidate,
 )
 
+
 class CallbackError(enum.IntEnum):
     """The smoke's callback_error."""
 

@@ -99,8 +99,8 @@ def test_parameter_ids_as_pytest_gives_them(tmp_path):
         "def helper(): pass\n"
         "def _test_private(): pass\n")
     built = inventory.build(tmp_path)
-    assert set(built.ids) == {f"conformance/test_x.py::test_a[{f}-{v}]" for f in ("a", "None", "True") for v in (2, 1)} | {
-        "conformance/test_x.py::test_b[first]", "conformance/test_x.py::test_b[named]"}
+    expected = {f"conformance/test_x.py::test_a[{f}-{v}]" for f in ("a", "None", "True") for v in (2, 1)}
+    assert set(built.ids) == expected | {"conformance/test_x.py::test_b[first]", "conformance/test_x.py::test_b[named]"}
     assert built.tiers["conformance/test_x.py::test_a[a-2]"] == "gpu"
     assert built.tiers["conformance/test_x.py::test_b[first]"] == "pinned"
     result = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p", "no:palw",
@@ -146,7 +146,8 @@ def test_a_report_is_named_by_its_file_not_by_its_node_id(tmp_path):
     root = CONFORMANCE_DIR.parent
     assert inventory.case_id("conformance/test_a.py::test_b[1]", "conformance/test_a.py", root) == (
         "conformance/test_a.py::test_b[1]")
-    assert inventory.case_id("::test_b[1]", f"{CONFORMANCE_DIR.name}/test_a.py", root) == "conformance/test_a.py::test_b[1]"
+    assert inventory.case_id("::test_b[1]", f"{CONFORMANCE_DIR.name}/test_a.py", root) == (
+        "conformance/test_a.py::test_b[1]")
     assert inventory.case_id("tests/test_a.py::test_b", "tests/test_a.py", PROJECT_ROOT) is None
     (tmp_path / "test_a.py").write_text("")
     assert inventory.case_id("test_a.py::test_b", "test_a.py", tmp_path) is None  # a file of that name elsewhere

@@ -402,7 +402,8 @@ def test_a_case_run_with_other_parameters_is_refused(toy):
 def test_an_impostor_with_the_node_id_of_a_case_is_refused(toy):
     document, result = toy("-p", "toy_impostor")
     assert result.ret == 0
-    _refused(document, result, "1 case(s) whose body never ran to its end (first: conformance/test_claims.py::test_index[4])")
+    _refused(document, result,
+             "1 case(s) whose body never ran to its end (first: conformance/test_claims.py::test_index[4])")
 
 
 @pytest.mark.parametrize("plugin, status", [("toy_exit_after", 1), ("toy_exit_in_summary", 2)])
