@@ -208,6 +208,25 @@ def page_path(path) -> Path:
     return path.with_suffix(".html") if path.suffix != ".html" else path.with_name(f"{path.name}.html")
 
 
+def load(path) -> dict:
+    """A certificate document from its JSON file (gzip-compressed too), or PalwError in one line."""
+    import gzip
+
+    from pytest_palw.errors import PalwError
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+        document = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    except (OSError, ValueError, EOFError) as error:
+        raise PalwError(f"cannot read the certificate {path} ({error}): pass the JSON file "
+                        "`palw certify` wrote (--certificate)") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA_NAME:
+        raise PalwError(f"{path} is not a pytest-palw certificate (no \"schema\": "
+                        f"\"{SCHEMA_NAME}\"): pass the JSON file `palw certify` wrote")
+    return document
+
+
 def validate(document: dict) -> None:
     """Raise jsonschema.ValidationError unless ``document`` matches the certificate schema."""
     import jsonschema

@@ -8,7 +8,6 @@ inline CSS, no framework, a few lines of inline script that record what the brow
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -16,9 +15,8 @@ from pathlib import Path
 import jinja2
 
 from pytest_palw import paths
-from pytest_palw.certificate import SCHEMA_NAME
+from pytest_palw.certificate import load
 from pytest_palw.certificate.inventory import claim_of
-from pytest_palw.errors import PalwError
 
 TEMPLATE = "report.html.j2"
 FAIL_COLOUR = "#c62828"  # the one failure colour: banner, failing cells, failure list
@@ -210,14 +208,7 @@ def render(document: dict) -> str:
 def write_report(cert_path, out_path=None) -> Path:
     """Render the certificate at ``cert_path``; write ``<cert stem>.html`` beside it by default."""
     cert_path = Path(cert_path)
-    try:
-        document = json.loads(cert_path.read_text())
-    except (OSError, ValueError) as error:
-        raise PalwError(f"cannot read the certificate {cert_path} ({error}): pass the JSON file "
-                        "`palw certify` wrote (--certificate)") from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA_NAME:
-        raise PalwError(f"{cert_path} is not a pytest-palw certificate (no \"schema\": "
-                        f"\"{SCHEMA_NAME}\"): pass the JSON file `palw certify` wrote")
+    document = load(cert_path)
     out = Path(out_path) if out_path else cert_path.with_suffix(".html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(document), encoding="utf-8")

@@ -11,7 +11,8 @@ from pytest_palw.errors import PalwError
 
 # Each has register(subparsers); a module not written yet is skipped, a broken one is not.
 COMMAND_MODULES = ("pytest_palw.build.commands", "pytest_palw.models.commands",
-                   "pytest_palw.cli.certify", "pytest_palw.cli.mutants", "pytest_palw.cli.report")
+                   "pytest_palw.cli.certify", "pytest_palw.cli.mutants", "pytest_palw.cli.report",
+                   "pytest_palw.cli.diff")
 
 
 def _command_modules():
