@@ -8,18 +8,19 @@ fixtures/goldens/test_golden_streams/ and are reviewed like code.
 
 import pytest
 
-from pytest_palw.goldens import GoldenStreamExtension, device_label, model_label, require_golden
+from pytest_palw.goldens import GoldenStreamExtension, device_label, golden_for, model_label
 from pytest_palw.models.launch_table import V2_COUNT
 from pytest_palw.runtime.codec import ENCODED_SIZE, structural
 
 
 @pytest.fixture
 def golden(snapshot, request):
-    """``golden(name)``: the committed stream ``name``; a missing one skips with how to record it."""
+    """``golden(name)``: the committed stream ``name``; a missing one skips with how to record it;
+    the certificate says where the golden came from (shipped, or recorded here and by whom)."""
     checked = snapshot.use_extension(GoldenStreamExtension)
 
     def named(name: str):
-        require_golden(request, name)
+        golden_for(request, name)
         return checked(name=name)
 
     return named

@@ -50,6 +50,7 @@ class PalwSession:
         self.notes: dict = {}
         self.fingerprints: dict = {}
         self.kernel_infos: dict = {}
+        self.goldens: dict = {}  # golden file -> where it came from (goldens.provenance)
         self.device_assignment: str | None = None
         self.used = False
         self.deselected = 0  # conformance cases this process's collection deselected
@@ -317,6 +318,7 @@ class PalwSession:
             "token": self.token,
             "fingerprints": self.fingerprints,
             "kernel_infos": self.kernel_infos,
+            "goldens": self.goldens,
             "notes": self.notes,
             "worker": self.worker_facts(),
             "deselected": self.deselected,

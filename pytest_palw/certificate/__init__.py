@@ -24,7 +24,7 @@ OUTCOMES = ("error", "failed", "xpassed", "skipped", "xfailed", "passed")
 _PHASE_RANK = {"passed": 0, "skipped": 1, "failed": 3}  # any other outcome ranks 2
 # Facts each process states for itself; every other fact must be the same in every worker.
 PER_PROCESS_FACTS = ("worker", "deselected")
-MERGED_BY_NAME = ("fingerprints", "notes", "kernel_infos")
+MERGED_BY_NAME = ("fingerprints", "notes", "kernel_infos", "goldens")
 
 
 @dataclass
@@ -169,6 +169,7 @@ class Certificate:
             "discovery": self.facts.get("discovery"),
             "fingerprints": self.facts.get("fingerprints", {}),
             "kernel_infos": self.facts.get("kernel_infos", {}),
+            "goldens": self.facts.get("goldens", {}),
             "notes": self.facts.get("notes", {}),
             "workers": self.workers,
             "summary": self.summary(),

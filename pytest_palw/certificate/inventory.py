@@ -301,7 +301,8 @@ def suite_digest() -> dict:
     parts = {
         "conformance": (paths.CONFORMANCE_DIR, sorted(paths.CONFORMANCE_DIR.glob("*.py"))),
         "launch_table": (models, [models / "launch_table.py", models / "profiles.py"]),
-        "goldens": (models / "goldens", sorted((models / "goldens").rglob("*.bin"))),
+        "goldens": (models / "goldens", sorted((models / "goldens").rglob("*.bin"))
+                    + sorted((models / "goldens").rglob("*.json"))),
         "schema": (paths.PACKAGE_DIR / "certificate", [paths.PACKAGE_DIR / "certificate" / "schema.json"]),
         "plugin": (paths.PACKAGE_DIR, sorted(plugin)),
     }

@@ -23,6 +23,9 @@ def terminal_summary(terminalreporter, document: dict, path: str | None) -> None
               f"{c.get('attention_pv', 0)} PV")
     for name, value in sorted((document.get("fingerprints") or {}).items()):
         write(f"fingerprint {name}: {value}")
+    for name, golden in sorted((document.get("goldens") or {}).items()):
+        write(f"golden  : {name}: {golden['origin']} ({golden['fingerprint']})"
+              + (f"; {golden['self_comparison']}" if golden.get("self_comparison") else ""))
     s, verdict = document["summary"], document["verdict"]
     inventory = document.get("inventory") or {}
     write(f"cases   : {verdict['passed']} of {verdict['expected']} expected cases passed "

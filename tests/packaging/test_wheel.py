@@ -122,7 +122,8 @@ def test_the_wheel_carries_every_asset(wheel):
     goldens = sorted(path.relative_to(REPO).as_posix() for path in (REPO / "fixtures/goldens").rglob("*.bin"))
     assert goldens, "no committed goldens to look for"
     wanted = [SEED, "patches/overlays/series", *(f"patches/overlays/{name}" for name in _overlays()),
-              "native/SPEC.md", "native/tests/toy_capture_kernel.cuh", *goldens, "fixtures/observer.schema.json",
+              "native/SPEC.md", "native/tests/toy_capture_kernel.cuh", *goldens, "fixtures/goldens/SHIPPED.json",
+              "fixtures/observer.schema.json",
               "fixtures/launch_table.py", "fixtures/qwen3_recipe.py", "conformance/__init__.py", "conformance/conftest.py",
               *(path.relative_to(REPO).as_posix() for path in (REPO / "conformance").glob("test_*.py"))]
     missing = [name for name in wanted if in_wheel(name) not in files]
