@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from pytest_palw.certificate.inventory import expand
+
 SHOWN = 5  # ids named per line
 
 
@@ -47,28 +49,24 @@ def _verdict(old: dict, new: dict) -> list[Difference]:
     return [Difference("verdict", "not certified -> CERTIFIED")]
 
 
-def _inventory(old: dict, new: dict) -> list[Difference]:
-    from pytest_palw.certificate.inventory import expand
+def _lost_and_gained(what: str, lost: list[str], lost_text: str, gained: list[str], gained_text: str):
+    """A regression line for what was lost, a change line for what was gained."""
+    return ([Difference(what, f"{len(lost)} {lost_text}: {_ids(sorted(lost))}", True)] if lost else []) + (
+        [Difference(what, f"{len(gained)} {gained_text}: {_ids(sorted(gained))}")] if gained else [])
 
+
+def _inventory(old: dict, new: dict) -> list[Difference]:
     before, after = old.get("inventory"), new.get("inventory")
     if not before or not after or before.get("sha256") == after.get("sha256"):
         return []
-    dropped = sorted(set(expand(before)) - set(expand(after)))
-    added = sorted(set(expand(after)) - set(expand(before)))
-    out = []
-    if dropped:
-        out.append(Difference("inventory", f"{len(dropped)} case(s) no longer expected: {_ids(dropped)}", True))
-    if added:
-        out.append(Difference("inventory", f"{len(added)} case(s) newly expected: {_ids(added)}"))
-    return out
+    return _lost_and_gained("inventory", list(set(expand(before)) - set(expand(after))), "case(s) no longer expected",
+                            list(set(expand(after)) - set(expand(before))), "case(s) newly expected")
 
 
 def _cases(old: dict, new: dict) -> list[Difference]:
     before, after = _passed(old), _passed(new)
     required = None
     if new.get("inventory"):
-        from pytest_palw.certificate.inventory import expand
-
         exempt = {entry["id"] for entry in new["inventory"]["exempt"]}
         required = set(expand(new["inventory"])) - exempt
     worse, better = [], []
@@ -83,12 +81,7 @@ def _cases(old: dict, new: dict) -> list[Difference]:
     for case_id, case in after.items():
         if case.get("outcome") == "passed" and case_id in before and before[case_id].get("outcome") != "passed":
             better.append(case_id)
-    out = []
-    if worse:
-        out.append(Difference("cases", f"{len(worse)} passed before and not now: {_ids(sorted(worse))}", True))
-    if better:
-        out.append(Difference("cases", f"{len(better)} pass now and did not before: {_ids(sorted(better))}"))
-    return out
+    return _lost_and_gained("cases", worse, "passed before and not now", better, "pass now and did not before")
 
 
 def _fingerprints(old: dict, new: dict) -> list[Difference]:
