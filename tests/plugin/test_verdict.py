@@ -147,6 +147,27 @@ def test_setup_plan_is_never_certified(tmp_path):
     assert "not certified (0 of " in result.stdout
 
 
+@pytest.mark.parametrize("route, reason", [
+    (["--setup-only"], "--setup-only: fixtures were set up"),
+    (["-o", "python_functions=x"], "pytest exited with status 5 (NO_TESTS_COLLECTED)"),
+    (["--deselect", "conformance/test_reject_index.py::test_reject_v2[180]"],
+     "expected case(s) never reported (first: conformance/test_reject_index.py::test_reject_v2[180])"),
+    (["-p", "no:randomly"], "PINNED-tier case(s) not run"),
+], ids=["setup-only", "python-functions", "deselect-one-reject-case", "no-randomly"])
+def test_palw_certify_refuses_each_route_on_the_real_suite(tmp_path, route, reason):
+    """The real suite on this host's CPU runtime: never certified (the GPU tiers cannot run here),
+    `--require-certified` exits non-zero, and each route is named for what it did. A plugin option
+    that drops nothing leaves only the GPU tiers' reasons."""
+    certificate = tmp_path / "palw-certificate.json"
+    result = _certify("--require-certified", f"--certificate={certificate}", "--", *route, "-p", "no:cacheprovider",
+                      cwd=tmp_path)
+    assert result.returncode != 0, result.stdout[-2000:]
+    verdict = json.loads(certificate.read_text())["verdict"]
+    assert verdict["certified"] is False and any(reason in line for line in verdict["reasons"]), verdict["reasons"]
+    if route[0] == "-p":
+        assert all("tier case(s) not run" in line for line in verdict["reasons"]), verdict["reasons"]
+
+
 def test_setup_plan_through_pytest_addopts_is_never_certified(pytester, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTEST_ADDOPTS", "--setup-plan")
     certificate = tmp_path / "cert.json"
