@@ -15,7 +15,6 @@ derives from, the goldens, the certificate schema and the plugin's own code.
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib.util
 import inspect
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from pytest_palw import __version__, paths
+from pytest_palw.build.digests import sha256_bytes, sha256_file, tree_digest
 from pytest_palw.tiers import EXEMPT, tier_of
 
 SUITE_PREFIX = "conformance/"  # the inventory names cases as a checkout's node ids do
@@ -91,7 +91,7 @@ class Inventory:
 
 
 def ids_digest(ids) -> str:
-    return hashlib.sha256("".join(f"{case}\n" for case in sorted(ids)).encode()).hexdigest()
+    return sha256_bytes("".join(f"{case}\n" for case in sorted(ids)).encode())
 
 
 def compact(params: tuple[str, ...]) -> list[str]:
@@ -306,15 +306,7 @@ def suite_digest() -> dict:
         "schema": (paths.PACKAGE_DIR / "certificate", [paths.PACKAGE_DIR / "certificate" / "schema.json"]),
         "plugin": (paths.PACKAGE_DIR, sorted(plugin)),
     }
-    digests = {name: _files_digest(root, files) for name, (root, files) in parts.items()}
-    whole = hashlib.sha256("".join(f"{name} {digest}\n" for name, digest in digests.items()).encode())
-    return {"sha256": whole.hexdigest(), "parts": digests, "plugin_version": __version__}
-
-
-def _files_digest(root: Path, files) -> str:
-    digest = hashlib.sha256()
-    for path in files:
-        data = path.read_bytes()
-        digest.update(f"{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())
-        digest.update(data)
-    return digest.hexdigest()
+    digests = {name: tree_digest(root, {path.relative_to(root).as_posix(): sha256_file(path) for path in files})
+               for name, (root, files) in parts.items()}
+    whole = sha256_bytes("".join(f"{name} {digest}\n" for name, digest in digests.items()).encode())
+    return {"sha256": whole, "parts": digests, "plugin_version": __version__}
