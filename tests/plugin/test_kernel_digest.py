@@ -38,17 +38,13 @@ print(after)
 """
 
 
-def _a_library() -> str:
-    from pytest_palw.build import api
-
-    manifest = api.find_manifest(variant="cpu")
-    if manifest is None:
-        pytest.skip("no CPU runtime built yet: run `palw build`")
-    return str(manifest.lib_dir / "libggml-base.so")
+@pytest.fixture
+def a_library(cpu_build) -> str:
+    return str(cpu_build.lib_dir / "libggml-base.so")
 
 
-def test_the_digest_is_of_the_mapped_bytes_even_after_the_file_is_replaced(tmp_path):
-    source = _a_library()
+def test_the_digest_is_of_the_mapped_bytes_even_after_the_file_is_replaced(tmp_path, a_library):
+    source = a_library
     library = tmp_path / "libpalwdigestprobe.so"
     shutil.copyfile(source, library)
     original = hashlib.sha256(library.read_bytes()).hexdigest()
@@ -76,8 +72,8 @@ def test_a_mapping_whose_file_is_gone_is_refused(tmp_path):
         mapped_sha256(missing)
 
 
-def test_the_digest_of_a_library_this_process_maps():
-    ctypes.CDLL(_a_library())
+def test_the_digest_of_a_library_this_process_maps(a_library):
+    ctypes.CDLL(a_library)
     mapping = mapped_library("libggml-base.so")
     assert mapping is not None and os.path.exists(mapping.path)
     assert mapped_sha256(mapping) == hashlib.sha256(mapping.path.read_bytes()).hexdigest()

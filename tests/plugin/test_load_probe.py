@@ -23,28 +23,20 @@ def test_a_clean_exit_or_ordinary_error_is_left_to_the_in_process_load(returncod
     assert verdict(returncode, Path("lib"), Path("model.gguf")) is None
 
 
-def test_the_real_cpu_runtime_loads_the_tiny_model():
+def test_the_real_cpu_runtime_loads_the_tiny_model(cpu_build):
     """The probe's child itself: it must load the model and exit 0 (a failed load exits 1, which
     LoadProbe.check leaves to the in-process load, so calling that alone would pass)."""
-    from pytest_palw.build import api
     from pytest_palw.models.catalog import ensure_model
 
-    manifest = api.find_manifest(variant="cpu")
-    if manifest is None:
-        pytest.skip("no CPU runtime built yet: run `palw build`")
+    manifest = cpu_build
     result = subprocess.run([sys.executable, "-m", "pytest_palw.runtime.load_probe", str(manifest.path),
                              str(ensure_model("tiny"))], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"the probe child could not load the tiny model:\n{result.stderr[-3000:]}"
 
 
-def test_a_missing_model_is_not_mistaken_for_a_crash(tmp_path):
-    from pytest_palw.build import api
-
-    manifest = api.find_manifest(variant="cpu")
-    if manifest is None:
-        pytest.skip("no CPU runtime built yet: run `palw build`")
+def test_a_missing_model_is_not_mistaken_for_a_crash(tmp_path, cpu_build):
     try:
-        LoadProbe(manifest.path, tmp_path / "absent.gguf").check()
+        LoadProbe(cpu_build.path, tmp_path / "absent.gguf").check()
     except RuntimeLibraryError as error:  # pragma: no cover - the assertion explains
         pytest.fail(f"an ordinary load failure was reported as a crash: {error}")
 
@@ -61,14 +53,11 @@ probe.child_command = lambda location, model: [
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
-def test_a_crashing_load_stops_the_session_before_any_case(tmp_path, workers):
+def test_a_crashing_load_stops_the_session_before_any_case(tmp_path, workers, cpu_build):
     """The probe starts beside the session (under xdist: while the workers collect); its verdict
     still comes first: one line, the probe's exit code, no case run, a certificate that says why."""
-    from pytest_palw.build import api
     from pytest_palw.paths import CONFORMANCE_DIR
 
-    if api.find_manifest(variant="cpu") is None:
-        pytest.skip("no CPU runtime built yet: run `palw build`")
     (tmp_path / "crashing_probe.py").write_text(CRASHING_CHILD)
     certificate = tmp_path / "certificate.json"
     result = subprocess.run(

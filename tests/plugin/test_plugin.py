@@ -46,12 +46,10 @@ def test_missing_library_stops_the_session(pytester, tmp_path):
     assert "palw-manifest.json" in _one_line_error(result)
 
 
-def test_library_without_palw_symbols_stops_the_session(pytester, tmp_path):
+def test_library_without_palw_symbols_stops_the_session(pytester, tmp_path, cpu_build):
     """A libllama.so without the llama_palw_* exports (as an unpatched build; here the real
     libggml-base.so stands in) is refused before the binding loads it."""
-    from pytest_palw.build import api
-
-    manifest = api.find_manifest(variant="cpu")
+    manifest = cpu_build
     lib_dir = tmp_path / "bin"
     lib_dir.mkdir()
     (lib_dir / "libllama.so").write_bytes((manifest.lib_dir / "libggml-base.so").read_bytes())

@@ -97,16 +97,12 @@ def test_a_non_hex_kernel_digest_stops_the_session_in_one_line(pytester):
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-def test_a_load_probe_timeout_is_one_line(tmp_path):
-    from pytest_palw.build import api
+def test_a_load_probe_timeout_is_one_line(tmp_path, cpu_build):
     from pytest_palw.models.catalog import ensure_model
     from pytest_palw.runtime.load_probe import LoadProbe
 
-    manifest = api.find_manifest(variant="cpu")
-    if manifest is None:
-        pytest.skip("no CPU runtime built yet: run `palw build`")
     with pytest.raises(RuntimeLibraryError) as stuck:
-        LoadProbe(manifest.path, ensure_model("tiny"), timeout=0.01).check()
+        LoadProbe(cpu_build.path, ensure_model("tiny"), timeout=0.01).check()
     assert "did not finish in 0.01 s" in str(stuck.value) and "\n" not in str(stuck.value)
 
 
