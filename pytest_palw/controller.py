@@ -27,7 +27,6 @@ class Controller:
         self.certificate = Certificate()
         self.expected = False  # the suite was asked for: a verdict is owed
         self.stop_message: str | None = None  # pytest.exit's or Ctrl-C's, as pytest reported it
-        self.pytest_session = None  # pytest's Session, kept for its final exit status
         chosen = session.option("palw_certificate")
         self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
 
@@ -79,7 +78,6 @@ class Controller:
     def pytest_sessionfinish(self, session) -> None:
         if not self.expected:
             return
-        self.pytest_session = session
         certificate, config = self.certificate, self.config
         certificate.merge_facts(self.palw.facts(), "controller")
         run = certificate.run
@@ -88,9 +86,15 @@ class Controller:
         run.other += run_mode_reasons(config) + golden_recording_reasons(config)
         run.selection = partial_run_reasons(config.args, certificate.facts.get("deselected", 0), certificate.cases,
                                             config.invocation_params.dir, config.option.pyargs)
+        if any(facts.get("optimize") for facts in certificate.workers.values()):
+            run.other.append("Python ran with -O (PYTHONOPTIMIZE): assert statements are stripped, so no case "
+                             "could fail: run without it to certify")
+        foreign = sorted({entry for facts in certificate.workers.values()
+                          for entry in facts.get("foreign_fixtures", [])})
+        if foreign:
+            run.other.append(f"{len(foreign)} fixture(s) the suite uses come from outside the plugin and the suite "
+                             f"({', '.join(foreign[:3])}): a conftest or plugin replaced them; remove it to certify")
         certificate.finish(time.time())
-        if self.path:
-            certificate.write(self.path)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.certificate.document is not None:
@@ -98,22 +102,25 @@ class Controller:
 
             terminal_summary(terminalreporter, self.certificate.document, self.path)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_unconfigure(self) -> None:
-        """A plugin may still change the exit status after the session's last hook (a sessionfinish
-        wrapper, pytest.exit in the summary): the verdict is judged again with the final one."""
-        if self.pytest_session is not None and self.certificate.rejudge(self.pytest_session.exitstatus):
-            self.rewrite("the exit status changed after the session")
-
-    def rewrite(self, why: str) -> None:
-        """The judged-again document, written over the first one; one line says so."""
+    def close(self, status, error=None) -> None:
+        """pytest is done (plugin.pytest_cmdline_main): after every hook, unconfigure and cleanup, a
+        plugin may have changed the exit status, or pytest raised. The verdict is judged again with
+        what pytest returns, and only now is the certificate written: a process that dies before
+        this leaves none."""
+        if self.certificate.document is None:
+            return
+        if error is not None:
+            code = 130 if isinstance(error, KeyboardInterrupt) else 1
+            why = f"pytest raised {type(error).__name__} after the session: {str(error)[:200]}"
+        else:
+            code, why = int(status), None
+        changed = self.certificate.rejudge(code, why)
         if self.path:
             self.certificate.write(self.path)
-        verdict = self.certificate.document["verdict"]
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"palw: {why}: verdict " + ("CERTIFIED" if verdict["certified"] else
-                                                            "not certified: " + "; ".join(verdict["reasons"])))
+        if changed:
+            verdict = self.certificate.document["verdict"]
+            print(f"palw: judged again with pytest's final exit status {code}: "
+                  + ("CERTIFIED" if verdict["certified"] else "not certified: " + "; ".join(verdict["reasons"])))
 
 
 def discard(path: Path | None) -> None:

@@ -63,6 +63,11 @@ def discard_named_certificate(early_config) -> None:
     anything else: only this run's verdict may stand there. (An xdist worker does it too, harmlessly:
     workers start after the controller configured and end before it writes.)"""
     chosen = getattr(early_config.known_args_namespace, "palw_certificate", None) or os.environ.get("PALW_CERTIFICATE")
+    if not chosen:
+        try:
+            chosen = early_config.getini("palw_certificate")
+        except ValueError:  # no such ini key registered: the plugin's options are not added yet
+            chosen = None
     if chosen:
         from pytest_palw.controller import discard
 

@@ -28,6 +28,25 @@ def pytest_load_initial_conftests(early_config):
     options.discard_named_certificate(early_config)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config):
+    """Around the whole of pytest: the certificate is judged with the status pytest returns (or the
+    exception it raises) after every hook and cleanup, and written only then."""
+    try:
+        status = yield
+    except BaseException as error:
+        close_certificate(config, None, error)
+        raise
+    close_certificate(config, status)
+    return status
+
+
+def close_certificate(config, status, error=None) -> None:
+    session = config.stash.get(_KEY, None)
+    if session is not None and session.controller is not None:
+        session.controller.close(status, error)
+
+
 def pytest_configure(config):
     config.stash[_KEY] = PalwSession(config)
     palw_session(config).configure()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import sys
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -51,6 +52,7 @@ class PalwSession:
         self.fingerprints: dict = {}
         self.kernel_infos: dict = {}
         self.goldens: dict = {}  # golden file -> where it came from (goldens.provenance)
+        self.foreign_fixtures: set[str] = set()  # "name (file)" of fixtures a suite case gets from elsewhere
         self.device_assignment: str | None = None
         self.used = False
         self.deselected = 0  # conformance cases this process's collection deselected
@@ -105,10 +107,14 @@ class PalwSession:
         or_exit(self.await_preflight)
 
     def mark_tiers(self, items) -> None:
-        """Every case of the conformance suite counts for the certificate: cpu tier unless marked."""
+        """Every case of the conformance suite counts for the certificate: cpu tier unless marked;
+        a fixture a case gets from outside the plugin and the suite is noted (a verdict reason)."""
         for item in items:
-            if in_suite(item.path) and not any(item.get_closest_marker(f"palw_{tier}") for tier in TIERS):
+            if not in_suite(item.path):
+                continue
+            if not any(item.get_closest_marker(f"palw_{tier}") for tier in TIERS):
                 item.add_marker("palw_cpu")
+            self.foreign_fixtures.update(foreign_fixtures(item))
 
     def count_deselected(self, items) -> None:
         self.deselected += sum(1 for item in items if in_suite(item.path))
@@ -333,7 +339,8 @@ class PalwSession:
     def worker_facts(self) -> dict:
         self.mark("finished")
         return {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                "assigned_device": self.device_assignment, "timeline": dict(self.timeline)}
+                "assigned_device": self.device_assignment, "timeline": dict(self.timeline),
+                "optimize": sys.flags.optimize, "foreign_fixtures": sorted(self.foreign_fixtures)}
 
     def mark(self, moment: str, *, first: bool = True) -> None:
         """Note when ``moment`` happened (the first time, unless ``first=False``)."""
@@ -348,6 +355,27 @@ def process_start_time() -> float | None:
         return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+
+
+# Where the fixtures a suite case may use are defined: pytest, syrupy (snapshot), xdist.
+TRUSTED_FIXTURE_MODULES = ("_pytest", "syrupy", "xdist")
+
+
+def foreign_fixtures(item) -> set[str]:
+    """The fixtures ``item`` gets from neither the plugin, the suite nor pytest and its suite
+    plugins: what a conftest or another plugin put in their place."""
+    info = getattr(item, "_fixtureinfo", None)
+    found = set()
+    for name, definitions in (info.name2fixturedefs.items() if info is not None else ()):
+        function = getattr(definitions[-1], "func", None) if definitions else None  # the one the case gets
+        module = getattr(function, "__module__", "") or ""
+        code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
+        source = Path(code.co_filename).resolve() if code is not None else None
+        if module.split(".")[0] in TRUSTED_FIXTURE_MODULES or (source is not None and any(
+                root == source or root in source.parents for root in (paths.PACKAGE_DIR, paths.CONFORMANCE_DIR))):
+            continue
+        found.add(f"{name} ({source or module})")
+    return found
 
 
 def skip_if_tier_unavailable(session: PalwSession, item) -> None:

@@ -37,4 +37,4 @@ def terminal_summary(terminalreporter, document: dict, path: str | None) -> None
     else:
         write("verdict : not certified: " + "; ".join(verdict["reasons"]), yellow=True, bold=True)
     if path:
-        write(f"certificate written to {path} (and its page beside it)")
+        write(f"certificate: {path} and its page, written as pytest exits")

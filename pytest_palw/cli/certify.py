@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_palw.certificate import page_path
+from pytest_palw.controller import discard
 from pytest_palw.paths import CONFORMANCE_DIR, PACKAGE_DIR
 
 # The plugins a certification runs with, and no others: a plugin the host happens to have (a
@@ -47,17 +48,13 @@ def run(args) -> int:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]
     certificate = Path(args.certificate)
-    certificate.unlink(missing_ok=True)  # only a verdict written by this run may stand
+    discard(certificate.resolve())  # only a verdict written by this run may stand (JSON and page)
     received = _Controller()
     try:
         code = int(run_without_autoload(argv + list(args.pytest_args), plugins=[received]))
-    except BaseException as error:  # pytest itself failed after the session (e.g. -W error at shutdown)
-        code = 1 if not isinstance(error, KeyboardInterrupt) else 130
-        received.judge_again(code, f"pytest raised {type(error).__name__} after the session: {str(error)[:200]}")
-        if isinstance(error, KeyboardInterrupt):
-            raise
-    else:
-        received.judge_again(code)
+    except Exception as error:  # pytest itself failed after the session (e.g. -W error at shutdown)
+        print(f"palw: pytest raised {type(error).__name__}: {str(error)[:300]}")
+        code = 1
     document = received.document
     if document is None or not certificate.is_file():
         print(f"palw: no certificate written to {certificate}: the session ended before its verdict (see "
@@ -72,8 +69,7 @@ def run(args) -> int:
 
 
 class _Controller:
-    """Holds on to the session's controller: its document (no file read back), judged again with
-    the code pytest.main really returned."""
+    """Holds on to the session's controller: its document, as finally judged (no file read back)."""
 
     config = None
 
@@ -87,10 +83,6 @@ class _Controller:
     @property
     def document(self) -> dict | None:
         return self.controller.certificate.document if self.controller is not None else None
-
-    def judge_again(self, code: int, why: str | None = None) -> None:
-        if self.controller is not None and self.controller.certificate.rejudge(code, why):
-            self.controller.rewrite(why or "pytest ended with another exit status than the session's")
 
 
 def run_without_autoload(argv: list[str], plugins=()) -> int:

@@ -62,8 +62,8 @@ def test_a_failed_case_is_a_regression(tmp_path, certified, capsys):
 
 
 def test_another_fingerprint_is_a_regression(tmp_path, certified, capsys):
-    code, lines = diff(tmp_path, certified, edited(certified, lambda d: d["fingerprints"].update(v2="0123456789abcdef")),
-                       capsys)
+    other = edited(certified, lambda d: d["fingerprints"].update(v2="0123456789abcdef"))
+    code, lines = diff(tmp_path, certified, other, capsys)
     assert code == 1 and lines[0] == "REGRESSION fingerprint v2: bc0e610b56ddbf4c -> 0123456789abcdef"
 
 

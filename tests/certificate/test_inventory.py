@@ -78,6 +78,7 @@ def test_claims_come_with_the_inventory(suite):
     ("class TestA:\n    def test_a(self): pass\n", "test classes are not enumerated"),
     ("import nonexistent_module_x\n", r"cannot be imported \(ModuleNotFoundError"),
     ("def pytest_generate_tests(metafunc): pass\ndef test_a(): pass\n", "pytest_generate_tests"),
+    ("import pytest\n@pytest.mark.parametrize('x', [1], indirect=True)\ndef test_a(x): pass\n", "indirect"),
     ("import pytest\n@pytest.mark.parametrize('x', [1], ids=['caf\u00e9'])\ndef test_a(x): pass\n", "has no id"),
 ])
 def test_what_the_inventory_cannot_name_is_refused(tmp_path, source, message):
@@ -138,6 +139,23 @@ def test_the_witness_names_the_case_from_the_values_the_body_received(tmp_path):
     assert witness("test_a", module.test_a, module, {"f": "c", "v": 1}) is None  # no such parameter set
     assert witness("test_a", module.test_plain, module, {}) is None  # another function under its name
     assert witness("test_a", lambda f, v: None, module, {"f": "a", "v": 2}) is None  # not the module's
+
+
+def test_the_witness_tells_equal_values_apart_by_the_objects_pytest_hands_over(tmp_path):
+    """0 == False, and an array's == is no bool: the body gets the mark's own objects."""
+    import importlib.util
+
+    (tmp_path / "test_x.py").write_text(
+        "import numpy as np\nimport pytest\n"
+        "@pytest.mark.parametrize('v', [0, False, np.zeros(2)], ids=['zero', 'false', 'array'])\n"
+        "def test_a(v): pass\n")
+    spec = importlib.util.spec_from_file_location("witness_values", tmp_path / "test_x.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    values = module.test_a.pytestmark[0].args[1]
+    names = [inventory.witness_id("test_a", module.test_a, module, {"v": value}) for value in values]
+    assert names == [f"conformance/test_x.py::test_a[{case}]" for case in ("zero", "false", "array")]
+    assert inventory.witness_id("test_a", module.test_a, module, {"v": 0.0}) is None  # equal to two of them
 
 
 def test_a_report_is_named_by_its_file_not_by_its_node_id(tmp_path):

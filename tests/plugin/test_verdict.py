@@ -41,6 +41,17 @@ def test_collect_only_never_reads_back_an_old_certificate(tmp_path):
     assert any(reason.startswith("--collect-only") for reason in verdict["reasons"]), verdict["reasons"]
 
 
+def test_a_pytest_that_fails_to_start_leaves_no_old_certificate_or_page(tmp_path):
+    """A bad -p stops pytest before any plugin hook: `palw certify` removed the old JSON and page first."""
+    certificate = _stale(tmp_path / "palw-certificate.json")
+    page = certificate.with_suffix(".html")
+    page.write_text("<h1>CERTIFIED</h1>")
+    result = _certify("--require-certified", f"--certificate={certificate}", "--", "-p", "no_such_plugin_x",
+                      cwd=tmp_path)
+    assert result.returncode != 0 and "no certificate written" in result.stdout
+    assert not certificate.exists() and not page.exists()
+
+
 def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path):
     certificate = _stale(tmp_path / "palw-certificate.json")
     result = _certify("--require-certified", f"--certificate={certificate}",

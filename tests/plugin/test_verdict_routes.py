@@ -84,6 +84,10 @@ def test_gpu():
 
 def test_plain():
     assert "test_plain" not in os.environ.get("TOY_FAIL", "").split(",")
+
+
+def test_session(palw_session):
+    assert palw_session.config is not None
 '''
 
 PLUGINS = {
@@ -208,6 +212,26 @@ class Cycle:
 def pytest_sessionfinish(session):
     Cycle()
 ''',
+    # changes the exit status in one of pytest's last cleanups
+    "toy_exit_in_cleanup": '''
+SESSION = []
+
+def pytest_configure(config):
+    def later():
+        SESSION[0].exitstatus = 4
+
+    config.add_cleanup(later)
+
+def pytest_sessionstart(session):
+    SESSION.append(session)
+''',
+    # the process dies after the session, before pytest returns
+    "toy_dies": '''
+import os
+
+def pytest_unconfigure(config):
+    os._exit(1)
+''',
     # adds a case the inventory does not know to a suite module
     "toy_extra": '''
 import pytest
@@ -218,7 +242,7 @@ def pytest_collection_modifyitems(items):
             items.append(pytest.Function.from_parent(item.parent, name="test_plain_again", callobj=item.obj))
 ''',
 }
-TOY_CASES = 6 + 4 + 2  # test_index, test_pinned, test_gpu + test_plain (test_metal exempt)
+TOY_CASES = 6 + 4 + 3  # test_index, test_pinned, test_gpu + test_plain + test_session (test_metal exempt)
 
 
 @pytest.fixture
@@ -431,6 +455,37 @@ def test_palw_certify_judges_with_the_code_pytest_returned(toy, pytester):
     assert any(reason.startswith(("pytest raised", "pytest exited with status")) for reason in verdict["reasons"])
 
 
+def test_assert_statements_stripped_are_refused(toy, monkeypatch):
+    """python -O (PYTHONOPTIMIZE) strips every assert: a failing case passes."""
+    monkeypatch.setenv("TOY_FAIL", "test_plain")
+    monkeypatch.setenv("PYTHONOPTIMIZE", "1")
+    for workers in ([], ["-n", "2"]):
+        document, result = toy(*workers)
+        _refused(document, result, "Python ran with -O (PYTHONOPTIMIZE)")
+
+
+def test_a_replaced_plugin_fixture_is_refused(toy, pytester):
+    """A conftest beside the suite puts a fixture of its own in place of the plugin's."""
+    (pytester.path / "conftest.py").write_text("from types import SimpleNamespace\nimport pytest\n\n\n"
+                                               "@pytest.fixture\ndef palw_session():\n"
+                                               "    return SimpleNamespace(config=1)\n")
+    document, result = toy()
+    assert result.ret == 0
+    _refused(document, result, "1 fixture(s) the suite uses come from outside the plugin and the suite (palw_session")
+
+
+def test_an_exit_status_changed_in_a_cleanup_is_refused(toy):
+    document, result = toy("-p", "toy_exit_in_cleanup")
+    assert result.ret == 4
+    _refused(document, result, "pytest exited with status 4")
+
+
+def test_a_process_that_dies_before_pytest_returns_leaves_no_certificate(toy, pytester):
+    result = pytester.runpytest_subprocess("suite", "-p", "palw_toy_stub", "-p", "no:cacheprovider", "-p", "toy_dies",
+                                           f"--palw-certificate={pytester.path / 'died.json'}")
+    assert result.ret == 1 and not (pytester.path / "died.json").exists()
+
+
 def test_no_terminal_reporter_still_certifies(toy):
     document, result = toy("-p", "no:terminal")
     assert result.ret == 0 and _verdict(document)["certified"] is True, _reasons(document)
@@ -452,11 +507,14 @@ def test_deselecting_the_exempt_case_still_certifies(toy):
 
 def test_a_usage_error_leaves_no_old_certificate(toy, pytester):
     certificate = pytester.path / "cert.json"
-    certificate.write_text(json.dumps({"verdict": {"certified": True}}))
-    result = pytester.runpytest_subprocess("suite", "-p", "palw_toy_stub", f"--palw-certificate={certificate}",
-                                           "--no-such-option")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert not certificate.exists()
+    for named in ([f"--palw-certificate={certificate}"], []):  # on the command line, then in the ini file
+        if not named:
+            pytester.makeini(f"[pytest]\npalw_certificate = {certificate}\n")
+        certificate.write_text(json.dumps({"verdict": {"certified": True}}))
+        certificate.with_suffix(".html").write_text("<h1>CERTIFIED</h1>")
+        result = pytester.runpytest_subprocess("suite", "-p", "palw_toy_stub", *named, "--no-such-option")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert not certificate.exists() and not certificate.with_suffix(".html").exists()
 
 
 def test_every_local_plugin_is_named_in_the_certificate(toy, pytester):
