@@ -76,11 +76,12 @@ class ModelProfile:
                 if found[name] != want]
 
     def table_profile(self):
-        """The launch-table profile (fixtures.profiles.Profile) of this model's widths."""
+        """The launch-table profile (fixtures.profiles.Profile) of this model: its widths and its
+        weight types as the file states them (the launch classes follow the file)."""
         from pytest_palw.models.profiles import Profile
 
         return Profile(self.path.name, n_embd=self.n_embd, n_ff=self.n_ff, n_vocab=self.n_vocab,
-                       n_ctx_train=0)
+                       n_ctx_train=0, weight_types=tuple(sorted(self.weight_types.items())) or None)
 
     def as_dict(self) -> dict:
         return {"architecture": self.architecture, "n_layer": self.n_layer, "n_head": self.n_head,
