@@ -116,21 +116,26 @@ def test_a_function_pytest_does_not_collect_is_not_expected(tmp_path):
     assert inventory.build(tmp_path).ids == ("conformance/test_x.py::test_a",)
 
 
+def _module(tmp_path, source: str):
+    """``source`` as test_x.py in ``tmp_path``, imported as the worker has it."""
+    import importlib.util
+
+    (tmp_path / "test_x.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(f"witness_{tmp_path.name}", tmp_path / "test_x.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_witness_names_the_case_from_the_values_the_body_received(tmp_path):
     """What a case ran as: its function (the module's own, by its name) and the parameter set of
     the values it was called with; anything else is no witness."""
-    import importlib.util
-
-    (tmp_path / "test_x.py").write_text(
-        "import pytest\n"
-        "@pytest.mark.parametrize('v', [2, 1])\n"
-        "@pytest.mark.parametrize('f', ['a', pytest.param('b', id='named')])\n"
-        "def test_a(f, v): pass\n"
-        "test_alias = test_a\n"
-        "def test_plain(): pass\n")
-    spec = importlib.util.spec_from_file_location("witness_probe", tmp_path / "test_x.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module(tmp_path, "import pytest\n"
+                     "@pytest.mark.parametrize('v', [2, 1])\n"
+                     "@pytest.mark.parametrize('f', ['a', pytest.param('b', id='named')])\n"
+                     "def test_a(f, v): pass\n"
+                     "test_alias = test_a\n"
+                     "def test_plain(): pass\n")
     witness = inventory.witness_id
     assert witness("test_a", module.test_a, module, {"f": "b", "v": 1, "fixture": object()}) == (
         "conformance/test_x.py::test_a[named-1]")
@@ -143,15 +148,9 @@ def test_the_witness_names_the_case_from_the_values_the_body_received(tmp_path):
 
 def test_the_witness_tells_equal_values_apart_by_the_objects_pytest_hands_over(tmp_path):
     """0 == False, and an array's == is no bool: the body gets the mark's own objects."""
-    import importlib.util
-
-    (tmp_path / "test_x.py").write_text(
-        "import numpy as np\nimport pytest\n"
-        "@pytest.mark.parametrize('v', [0, False, np.zeros(2)], ids=['zero', 'false', 'array'])\n"
-        "def test_a(v): pass\n")
-    spec = importlib.util.spec_from_file_location("witness_values", tmp_path / "test_x.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module(tmp_path, "import numpy as np\nimport pytest\n"
+                     "@pytest.mark.parametrize('v', [0, False, np.zeros(2)], ids=['zero', 'false', 'array'])\n"
+                     "def test_a(v): pass\n")
     values = module.test_a.pytestmark[0].args[1]
     names = [inventory.witness_id("test_a", module.test_a, module, {"v": value}) for value in values]
     assert names == [f"conformance/test_x.py::test_a[{case}]" for case in ("zero", "false", "array")]
