@@ -35,16 +35,10 @@ def pytest_cmdline_main(config):
     try:
         status = yield
     except BaseException as error:
-        close_certificate(config, None, error)
+        PalwSession.close(config.stash.get(_KEY, None), None, error)
         raise
-    close_certificate(config, status)
+    PalwSession.close(config.stash.get(_KEY, None), status)
     return status
-
-
-def close_certificate(config, status, error=None) -> None:
-    session = config.stash.get(_KEY, None)
-    if session is not None and session.controller is not None:
-        session.controller.close(status, error)
 
 
 def pytest_configure(config):

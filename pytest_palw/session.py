@@ -155,6 +155,13 @@ class PalwSession:
         if report.when == "call":
             report.palw_body = item.stash.get(_BODY, None)
 
+    @staticmethod
+    def close(session: "PalwSession | None", status, error=None) -> None:
+        """pytest's end (plugin.pytest_cmdline_main): the controller's final verdict and write; a
+        process that never configured (a usage error) or a worker has nothing to close."""
+        if session is not None and session.controller is not None:
+            session.controller.close(status, error)
+
     def worker_finish(self, session) -> None:
         if self.worker_id is not None:
             session.config.workeroutput["palw_facts"] = self.facts()

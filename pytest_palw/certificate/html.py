@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from pytest_palw import paths
-from pytest_palw.certificate import load
+from pytest_palw.certificate import load, page_path
 from pytest_palw.certificate.inventory import claim_of
 
 TEMPLATE = "report.html.j2"
@@ -209,7 +209,7 @@ def write_report(cert_path, out_path=None) -> Path:
     """Render the certificate at ``cert_path``; write ``<cert stem>.html`` beside it by default."""
     cert_path = Path(cert_path)
     document = load(cert_path)
-    out = Path(out_path) if out_path else cert_path.with_suffix(".html")
+    out = Path(out_path) if out_path else page_path(cert_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(document), encoding="utf-8")
     return out
