@@ -82,9 +82,10 @@ goldens() {  # records the device goldens (one process: syrupy's update sees eve
   python3 -m pytest conformance/test_golden_streams.py --palw-model=profile:full -q -p no:cacheprovider \
       --snapshot-update --snapshot-no-cleanup -rA && cp -r fixtures/goldens "$RES/"
 }
-new_cases() {  # cases new this session that never ran on a GPU: first run, verbose
-  python3 -m pytest conformance/test_producer_faults.py conformance/test_misuse.py --palw-model=profile:full \
-      -p no:cacheprovider -q -rfE -n 4 --palw-certificate "$RES/new-cases.json"
+new_cases() {  # cases that never ran on a GPU ($NEW_CASES, default: this session's modules), verbose
+  python3 -m pytest ${NEW_CASES:-conformance/test_device_pin.py conformance/test_backend_ops.py \
+      conformance/test_tool_gates.py conformance/test_class_oracle.py} --palw-model=profile:full \
+      -p no:cacheprovider -q -rfE -n "${WORKERS:-8}" --durations=8 --palw-certificate "$RES/new-cases.json"
 }
 native_selftest() {  # native/tests/producer_selftest.cu by its header's build line, for this GPU
   local arch; arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
@@ -174,7 +175,7 @@ export MANIFEST LIBDIR MODEL SMOKE DIGEST
 log "manifest=$MANIFEST model=$MODEL digest=$DIGEST"
 step structure 30 structure
 step startup 60 startup
-step new_cases 150 new_cases
+step new_cases 240 new_cases
 step certify 400 certify
 step certify_setup_plan 120 certify_setup_plan
 step certify_killed 200 certify_killed

@@ -4,20 +4,37 @@ On a device of the pinned cc, kernel info reports that architecture and the trac
 On any other device the positive run fails closed at the first launch: the first association
 is approved, the MMVQ dispatch hook refuses it (INVALID_ARGUMENT / UNSUPPORTED_DISPATCH),
 nothing is accepted or committed.
+
+A certifying run happens on a device of the pinned cc, so the refusing branch is run in a child
+process whose CUDA runtime reports another cc (pytest_palw.runtime.pin_probe: a preloaded shim of
+cudaGetDeviceProperties, nothing of the runtime changed), beside a control child whose shim
+reports the device's true cc and which commits the same records as this process.
 """
+
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from pytest_palw.build.choice import PALW_DEFAULT_PIN
 from pytest_palw.models.launch_table import V2_COUNT
 from pytest_palw.runtime.names import fault_name, status_name
+from pytest_palw.runtime.pin_probe import run_child
 from pytest_palw.runtime.run import run_trace
 
 pytestmark = pytest.mark.palw_gpu
 
+FAILED_CLOSED = {"attach": "OK", "kernel_info": "OK", "approved": 1, "accepted": 0, "count": 0, "committed": 0,
+                 "finalize": None, "records": 0, "faults": [["INVALID_ARGUMENT", "UNSUPPORTED_DISPATCH"]],
+                 "destroy": "OK"}
+
+
+def _pinned(palw_session) -> int:
+    return palw_session.build.pinned_cc or PALW_DEFAULT_PIN
+
 
 def test_device_pin(palw_session, palw_context, palw_caller, palw_token, palw_runtime):
     lib = palw_runtime.lib
-    pinned = palw_session.build.pinned_cc or 890
+    pinned = _pinned(palw_session)
     device = palw_session.device
     assert device is not None, "nvidia-smi reported no device for a CUDA runtime"
     caller = palw_caller(version=2)
@@ -35,3 +52,24 @@ def test_device_pin(palw_session, palw_context, palw_caller, palw_token, palw_ru
     faults = [(status_name(lib, f.status), fault_name(lib, f.fault)) for f in caller.faults]
     assert faults == [("INVALID_ARGUMENT", "UNSUPPORTED_DISPATCH")]
     assert run.destroy_status == lib.PALW_CUDA_TRACE_OK
+
+
+def test_a_device_of_another_cc_fails_closed(palw_session, palw_token, palw_trace):
+    """The refusing branch on this device: a child told another cc fails closed at the first
+    launch; the control child, told the device's own cc, commits this process's records."""
+    pinned, device = _pinned(palw_session), palw_session.device
+    assert device is not None, "nvidia-smi reported no device for a CUDA runtime"
+    other = PALW_DEFAULT_PIN if pinned != PALW_DEFAULT_PIN else pinned + 10  # any cc but the pinned one
+    arguments = (palw_session.build.manifest_path, palw_session.model.path, palw_token,
+                 palw_session.kernel_digest.digest)
+    with ThreadPoolExecutor(2) as pool:
+        refused, control = pool.map(lambda cc: run_child(*arguments, reported_cc=cc), (other, device.cc))
+    palw_session.notes["device_pin_probe"] = {"pinned_cc": pinned, "refused": refused, "control": control}
+    assert refused["sm_arch"] * 10 == other, f"the shim did not reach the runtime: kernel info says {refused}"
+    assert refused["decode"] != 0, "decode succeeded on a device of another cc"
+    assert {key: refused[key] for key in FAILED_CLOSED} == FAILED_CLOSED
+    assert refused["discovered"] == control["discovered"] == V2_COUNT
+    assert control["sm_arch"] * 10 == device.cc
+    if device.cc == pinned:
+        assert (control["finalize"], control["records"]) == ("OK", V2_COUNT), control
+        assert control["fingerprint"] == palw_trace.fingerprint

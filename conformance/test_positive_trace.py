@@ -1,16 +1,25 @@
 """Claim: a positive trace commits 361 (V2) / 253 (V1) records that verify one by one, encode
 canonically (C codec = Python encoder), fingerprint identically over runs and equal to the seed
-smoke tool's, and whose device sketches equal host sketches of the same outputs."""
+smoke tool's, and whose device sketches equal host sketches of the same outputs.
+
+Each record is held against what the runtime under test did not write (never the caller's own
+template): the launch table's launch at its index (position, class, layer, stage, shapes), the
+model file's tensors (the weight's type and shape; the approved association read that weight),
+the model file's attention geometry, and the seed patch's kernel identities
+(fixtures/kernel_identities.py). Only an attention record's grid and block are checked against the
+kernel's own description of its launch (kernel info): the table holds no launch dimensions.
+"""
 
 import json
 import subprocess
 
 import pytest
 
+from pytest_palw.models.kernel_identities import seed_identities
 from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.run import run_trace
-from pytest_palw.runtime.verify import record_mismatches
+from pytest_palw.runtime.verify import dimension_mismatches, table_mismatches
 
 pytestmark = pytest.mark.palw_pinned
 
@@ -50,20 +59,29 @@ def test_callbacks(stream, request):
     assert (caller.approved, caller.launch_notifications, len(caller.faults), int(caller.error)) == (count, count, 0, 0)
 
 
+def _record_problems(run, index, launch, palw_session, palw_discovery, ffi, lib) -> list[str]:
+    assert index < run.record_count, f"{run.record_count} records committed"
+    record, model = run.records[index], palw_session.model_profile
+    weight = None
+    if launch.weight is not None:
+        assert launch.weight in model.weight_shapes, f"the model file has no tensor {launch.weight}"
+        weight = (model.weight_types[launch.weight], model.weight_shapes[launch.weight])
+    loaded = {c.weight: c.weight_data for c in palw_discovery.candidates if c.weight is not None}
+    problems = table_mismatches(ffi, lib, record, launch, model.attention, seed_identities()[launch.klass],
+                                weight, run.caller.associations[index], loaded.get(launch.weight))
+    if launch.klass.startswith("attention"):
+        problems += dimension_mismatches(record, run.caller.infos.attention(record.attention_stage))
+    return problems
+
+
 @pytest.mark.parametrize("index", range(V2_COUNT))
-def test_v2_record(index, palw_trace, palw_discovery, ffi, lib):
-    assert index < palw_trace.record_count
-    problems = record_mismatches(ffi, palw_trace.records[index], index, palw_discovery.candidates[index],
-                                 palw_trace.caller.infos, lib)
-    assert problems == []
+def test_v2_record(index, palw_trace, launch_table, palw_session, palw_discovery, ffi, lib):
+    assert _record_problems(palw_trace, index, launch_table[index], palw_session, palw_discovery, ffi, lib) == []
 
 
 @pytest.mark.parametrize("index", range(V1_COUNT))
-def test_v1_record(index, palw_trace_v1, palw_discovery, ffi, lib):
-    assert index < palw_trace_v1.record_count
-    record = palw_trace_v1.records[index]
-    problems = record_mismatches(ffi, record, index, palw_discovery.mmvq[index], palw_trace_v1.caller.infos, lib)
-    assert problems == []
+def test_v1_record(index, palw_trace_v1, mmvq_table, palw_session, palw_discovery, ffi, lib):
+    assert _record_problems(palw_trace_v1, index, mmvq_table[index], palw_session, palw_discovery, ffi, lib) == []
 
 
 @pytest.mark.parametrize("stream", ["palw_trace", "palw_trace_v1"])

@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 
 from pytest_palw.build.lock import exclusive
-from pytest_palw.build.toolchain import find_tool, tool_version
+from pytest_palw.build.toolchain import nvcc_path, tool_version
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, TOY_CAPTURE_KERNEL, cache_dir
 from pytest_palw.runtime import templates
 from pytest_palw.runtime.model_check import PINNED_ATTENTION
@@ -278,20 +278,11 @@ def hook_dir(build) -> Path:
                          "was built from, or rebuild it with `palw build --variant cuda`")
 
 
-def nvcc_path() -> Path:
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    nvcc = find_tool("nvcc", env_var="CUDACXX", extra=tuple(Path(r) / "bin" for r in roots if r))
-    if nvcc is None:
-        raise AssertionError("nvcc not found (CUDACXX, PATH, CUDA_HOME, /usr/local/cuda): the producer fault "
-                             "cases compile a toy capture kernel against the runtime's device hook; install "
-                             "the CUDA toolkit the runtime was built with, or set CUDACXX")
-    return nvcc
-
-
 def build_probe(hook: Path, sm_arch: int, nvcc: Path | None = None, cudart: str | None = None) -> Path:
     """Compile PROBE_SOURCE against ``hook`` for ``sm_arch``, linked to the shared libcudart
     ``cudart`` (the runtime's, so both register with one CUDA runtime) or the toolkit's; cached."""
-    nvcc = nvcc or nvcc_path()
+    nvcc = nvcc or nvcc_path("the producer fault cases compile a toy capture kernel against the runtime's "
+                             "device hook")
     command = [str(nvcc), "-std=c++17", "-O2", "-shared", "-Xcompiler", "-fPIC",
                f"-gencode=arch=compute_{sm_arch},code=sm_{sm_arch}", "-I", str(hook),
                "-I", str(TOY_CAPTURE_KERNEL.parent)]

@@ -3,13 +3,16 @@
 Each case is the smoke's --reject-index expectation: decode fails, unbind fails,
 approved = accepted = producer count = launch notifications = k, committed 0,
 exactly one fault (IDENTITY_MISMATCH / ASSOCIATION_MISMATCH), producer faults 0,
-not poisoned, destroy OK, the caller's request untouched; and the rejected launch
-is of the class the launch table says.
+not poisoned, destroy OK, the caller's request untouched; and the launch the runtime
+refused, as the runtime itself described it to approve (its class from the association's
+quantization or attention stage, its layer and weight or attention node), is the launch
+table's launch at that index, and the one fault names that same operation.
 """
 
 import pytest
 
 from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.runtime.caller import refused_launch
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.run import run_trace
 
@@ -40,25 +43,31 @@ def _check_rejection(run, caller, index, lib, before, after):
     assert after == before, "the caller's request was modified"
 
 
-def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime):
-    """A trace that refuses launch ``index``, checked as the smoke checks --reject-index."""
+def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime, launch):
+    """A trace that refuses launch ``index``, checked as the smoke checks --reject-index, and
+    the refused launch as the runtime described it against the launch table's ``launch``."""
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     caller = palw_caller(version=version, reject_index=index)
     before = _request_bytes(ffi, caller)
     run = run_trace(palw_context(), caller, palw_token)
     _check_rejection(run, caller, index, lib, before, _request_bytes(ffi, caller))
+    assert caller.refused is not None, "approve never saw the association it refused"
+    assert refused_launch(lib, caller.refused) == {
+        "class": launch.klass, "layer": launch.layer, "operation": launch.weight or launch.node}
+    fault = caller.faults[0]
+    assert fault.with_association, "the fault for the refused launch carries no association"
+    assert fault.operation_token == caller.refused["operation_token"], \
+        "the fault names another operation than the one approve refused"
 
 
 @pytest.mark.parametrize("index", range(V2_COUNT))
-def test_reject_v2(index, palw_context, palw_caller, palw_token, palw_runtime, launch_table, palw_discovery):
-    _reject(2, index, palw_context, palw_caller, palw_token, palw_runtime)
-    assert palw_discovery.candidates[index].klass == launch_table[index].klass
+def test_reject_v2(index, palw_context, palw_caller, palw_token, palw_runtime, launch_table):
+    _reject(2, index, palw_context, palw_caller, palw_token, palw_runtime, launch_table[index])
 
 
 @pytest.mark.parametrize("index", range(V1_COUNT))
-def test_reject_v1(index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table, palw_discovery):
-    _reject(1, index, palw_context, palw_caller, palw_token, palw_runtime)
-    assert palw_discovery.mmvq[index].klass == mmvq_table[index].klass
+def test_reject_v1(index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table):
+    _reject(1, index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table[index])
 
 
 @pytest.mark.parametrize("index", [0, V2_COUNT // 2, V2_COUNT - 1])  # the first, middle and last launch

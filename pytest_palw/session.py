@@ -25,6 +25,7 @@ from pytest_palw import paths
 from pytest_palw.build.digests import remembered_sha256, sha256_file, sha256_stream
 from pytest_palw.certificate.inventory import witness_id
 from pytest_palw.errors import PalwError, RuntimeLibraryError
+from pytest_palw.runtime.caller import DIGEST_NAMES
 from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
 from pytest_palw.runtime.load_probe import LoadProbe
@@ -394,7 +395,6 @@ def skip_if_tier_unavailable(session: PalwSession, item) -> None:
         pytest.skip(f"{tier.upper()} tier: {reason}")
 
 
-DIGEST_NAMES = ("binary", "q4_k", "q6_k", "attention_qk", "attention_softmax", "attention_pv")
 CPU_PLACEHOLDER_DIGEST = bytes(range(1, 33))  # no CUDA library: the records are never traced
 # What the kernel digest in a certificate stands for, by where it came from.
 DIGEST_PROVES = {

@@ -18,7 +18,7 @@ UNUSED_BACKENDS = ("blas", "cann", "et", "hexagon", "hip", "metal", "musa", "ope
 
 PRUNED: dict[str, str] = {
     "models": "vocab GGUFs for llama.cpp's tests (LLAMA_BUILD_TESTS=OFF)",
-    "tests": "LLAMA_BUILD_TESTS=OFF",
+    "tests": "LLAMA_BUILD_TESTS=OFF (but for KEPT)",
     "examples": "LLAMA_BUILD_EXAMPLES=OFF",
     "pocs": "added only with LLAMA_BUILD_EXAMPLES",
     "app": "LLAMA_BUILD_APP=OFF",
@@ -52,15 +52,33 @@ PRUNED: dict[str, str] = {
 }
 
 
+# Files inside a PRUNED directory that stay: CMake never builds them with our flags, the suite does.
+KEPT: dict[str, str] = {
+    "tests/test-backend-ops.cpp": "llama.cpp's backend op test, built by conformance/test_backend_ops.py "
+                                  "against the runtime's ggml: the numerics oracle of a GPU certification",
+}
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
 def prune(tree: Path) -> list[str]:
-    """Delete the PRUNED paths present in ``tree``; returns those removed, sorted."""
+    """Delete the PRUNED paths present in ``tree`` (a directory with KEPT files keeps just those);
+    returns those removed, sorted."""
     removed = []
     for relative in sorted(PRUNED):
         path = Path(tree) / relative
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
+        kept = {Path(tree) / k for k in KEPT if k.startswith(relative + "/")}
+        if kept and path.is_dir():
+            for child in path.iterdir():
+                if child not in kept:
+                    _remove(child)
         elif path.exists() or path.is_symlink():
-            path.unlink()
+            _remove(path)
         else:
             continue
         removed.append(relative)

@@ -94,6 +94,17 @@ def tool_version(path: Path, full: bool = False) -> str:
     return release or (lines[0] if lines else "unknown")
 
 
+def nvcc_path(why: str) -> Path:
+    """The CUDA toolkit's nvcc (CUDACXX, PATH, CUDA_HOME, CUDA_PATH, /usr/local/cuda); an
+    AssertionError that says ``why`` it is needed when there is none."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = find_tool("nvcc", env_var="CUDACXX", extra=tuple(Path(r) / "bin" for r in roots if r))
+    if nvcc is None:
+        raise AssertionError(f"nvcc not found (CUDACXX, PATH, CUDA_HOME, /usr/local/cuda): {why}; install the "
+                             "CUDA toolkit the runtime was built with, or set CUDACXX")
+    return nvcc
+
+
 def find_tool(name: str, *, env_var: str | None = None, extra: tuple[Path, ...] = ()) -> Path | None:
     """``$env_var``, then PATH, then next to this Python (a venv's pip-installed cmake/ninja)."""
     if env_var and os.environ.get(env_var):

@@ -121,6 +121,15 @@ COLLECTOR_DUPLICATE = ("            if ((before >> lane) & 1u) {\n"
 FINALIZE_MISSING = ("        if (slots[i].captures != expected) {\n"
                     "            faults |= PALW_CUDA_PRODUCER_FAULT_MISSING_CAPTURE;")
 
+# The seed tools' profile gates: the observer's validate_qwen3_8b_profile, the smoke's
+# valid_qwen3_8b_q4_k_m; each mutant drops one comparison (conformance/test_tool_gates.py).
+OBSERVER = "tools/palw-observer/palw-observer.cpp"
+SMOKE = "tools/palw-mmvq-smoke/palw-mmvq-smoke.cpp"
+OBSERVER_GATE_KV_HEADS = "            llama_model_n_head_kv(model) != 8 ||\n"
+OBSERVER_GATE_NEXT = "            llama_vocab_n_tokens(vocab) != 151936 ||"
+SMOKE_GATE_ARCHITECTURE = 'architecture == "qwen3" && '
+SMOKE_GATE_FTYPE = "llama_model_ftype(model) == LLAMA_FTYPE_MOSTLY_Q4_K_M &&"
+
 MUTANTS = (
     Mutant("gpu", "producer-count-off-by-one", "the producer reports one launch more than it captured",
            "native", "producer_accumulator.cu",
@@ -155,6 +164,13 @@ MUTANTS = (
            "source", "ggml/src/ggml-cuda/ggml-cuda.cu",
            "if (base.kind != actual.kind || base.decode_step != actual.decode_step ||",
            "if (base.kind != actual.kind ||"),
+    Mutant("gpu", "attention-association-layer-off-by-one",
+           "the mixed association reports each attention launch one layer later than it is",
+           "source", "src/llama-context.cpp", "actual.layer_id = metadata.layer_id;",
+           "actual.layer_id = metadata.layer_id + 1;"),
+    Mutant("gpu", "smoke-gate-ignores-file-type",
+           "llama-palw-mmvq-smoke accepts a model whose file type is not Q4_K_M",
+           "source", SMOKE, SMOKE_GATE_ARCHITECTURE + SMOKE_GATE_FTYPE, SMOKE_GATE_ARCHITECTURE.rstrip()),
     Mutant("cpu", "host-codec-rows-columns-swapped", "the host codec writes output columns before rows",
            "native", "record_codec.cpp", ROWS_THEN_COLUMNS, COLUMNS_THEN_ROWS),
     Mutant("cpu", "host-codec-sketch-little-endian", "the host codec writes sketch lanes little-endian",
@@ -183,6 +199,9 @@ MUTANTS = (
            "            const int64_t n_embd_v_gqa_attn = hparams.n_embd_v_gqa_max();",
            "const int64_t n_embd_k_gqa_attn = n_embd_k_gqa;\n"
            "            const int64_t n_embd_v_gqa_attn = n_embd_v_gqa;"),
+    Mutant("cpu", "observer-gate-ignores-kv-heads",
+           "llama-palw-observer accepts a model with another number of key-value heads",
+           "source", OBSERVER, OBSERVER_GATE_KV_HEADS + OBSERVER_GATE_NEXT, OBSERVER_GATE_NEXT),
     Mutant("cpu", "v2-refusal-without-fault", "a refused V2 attach calls no fault callback",
            "source", "src/llama-context.cpp", refusal("trace_request_v2"),
            refusal("trace_request_v2", guard="false && ")),
@@ -221,6 +240,13 @@ def apply(mutant: Mutant, roots: dict[str, Path]) -> tuple[Path, str]:
     text = path.read_text()
     path.write_text(text.replace(mutant.old, mutant.new))
     return path, text
+
+
+def rebuild_targets(manifest: dict) -> list[str]:
+    """The libraries and the build's tools (a tool's binary is its target's name): a mutant of a
+    tool's source must reach its binary, and a restored one must leave it unmutated."""
+    tools = manifest.get("outputs", {}).get("tools", {})
+    return ["llama", "ggml", *sorted(Path(tool).name for tool in tools.values() if tool)]
 
 
 def rebuild(build_dir: Path, targets: list[str]) -> float:
@@ -471,7 +497,7 @@ def run_in_place(judge_: Judge, mutants: list[Mutant], build) -> None:
     """Edit the build's own sources, rebuild incrementally, run the tier; restore at the end."""
     roots = mutant_roots(build.manifest)
     build_dir = Path(build.manifest_path).parent / "build"
-    targets = ["llama", "ggml"]
+    targets = rebuild_targets(build.manifest)
     try:
         for mutant in mutants:
             path, original = apply(mutant, roots)

@@ -11,6 +11,7 @@ attach, kernel info, decode, unbind, diagnostics, finalize, verify, destroy.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from pytest_palw.runtime import identities as ids
@@ -37,6 +38,10 @@ class CallbackError(enum.IntEnum):
     LAUNCH_NOTIFICATION_MISMATCH = 5
 
 
+# The kernel bindings a caller approves with, by name: the legacy stream's binary, then each class.
+DIGEST_NAMES = ("binary", "q4_k", "q6_k", *STAGE_CLASS.values())
+
+
 @dataclass
 class KernelInfos:
     """Kernel self-description queried after attach (cffi structs, owned)."""
@@ -61,6 +66,7 @@ class Fault:
     status: int
     fault: int
     with_association: bool
+    operation_token: int | None = None  # the association's, when the runtime passed one
 
 
 class TraceCaller(CallbackOwner):
@@ -86,6 +92,7 @@ class TraceCaller(CallbackOwner):
         self.faults: list[Fault] = []
         self.error = CallbackError.NONE
         self.rejection_triggered = False
+        self.refused: dict | None = None  # the association approve refused at reject_index, as the runtime gave it
         self.operation_tokens: list[int] = []
         self._token_set: set[int] = set()
         self._seen: list[tuple[bytes, str]] = []  # each approved association's bytes and node name
@@ -120,8 +127,12 @@ class TraceCaller(CallbackOwner):
         self.operation_tokens.append(token)
         self._token_set.add(token)
         # A byte copy now (the association dies with the callback), decoded only when a case asks.
+        self._seen.append((bytes(self.ffi.buffer(actual)), self._node_name(actual)))
+
+    def _node_name(self, actual) -> str:
+        """The name of the graph node the association's operation token points to."""
         node = self.ffi.string(self.ffi.cast("struct ggml_tensor *", actual.operation_token).name)
-        self._seen.append((bytes(self.ffi.buffer(actual)), node.decode("utf-8", "replace")))
+        return node.decode("utf-8", "replace")
 
     @property
     def associations(self) -> list[dict]:
@@ -145,6 +156,9 @@ class TraceCaller(CallbackOwner):
             return lib.PALW_CUDA_TRACE_SEQUENCE_MISMATCH
         if index == self.reject_index:
             self.rejection_triggered = True
+            weight = ffi.cast("struct ggml_tensor *", actual.operation_token).src[0]
+            self.refused = association_snapshot(ffi, actual, self.version, self._node_name(actual))
+            self.refused["weight"] = ffi.string(weight.name).decode("utf-8", "replace") if weight != ffi.NULL else None
             return lib.PALW_CUDA_TRACE_IDENTITY_MISMATCH
         if not same(self.candidates[index], actual):
             self.error = CallbackError.ASSOCIATION_MISMATCH
@@ -248,7 +262,9 @@ class TraceCaller(CallbackOwner):
 
     # -- both versions ----------------------------------------------------------------
     def fault(self, status, fault, actual):
-        self.faults.append(Fault(int(status), int(fault), actual != self.ffi.NULL))
+        with_association = actual != self.ffi.NULL
+        token = self._ptr(actual.operation_token) if with_association else None
+        self.faults.append(Fault(int(status), int(fault), with_association, token))
 
     def _launch_accepted(self, actual, expected, same) -> None:
         n = self.launch_notifications
@@ -301,6 +317,22 @@ _ASSOCIATION_SCALARS_V2 = ("decode_step", "m", "n", "k", "batch", "output_rows",
 
 
 ASSOCIATION_TYPES = {1: "palw_cuda_llama_mmvq_association_v1", 2: "palw_cuda_llama_trace_association_v2"}
+
+
+def refused_launch(lib, snapshot: dict) -> dict:
+    """The launch an association describes, as the runtime gave it: its class (the association's
+    quantization or attention stage), its layer (the attention metadata's layer id; an MMVQ
+    launch's weight name) and the operation (the weight the MMVQ reads; the attention node)."""
+    stage = snapshot.get("attention_stage", STAGE_NONE)
+    if stage != STAGE_NONE:
+        return {"class": STAGE_CLASS.get(stage, f"stage:{stage}"),
+                "layer": snapshot["layer_id"] if snapshot["layer_present"] else None,
+                "operation": snapshot["node"]}
+    quantization = snapshot["quantization"]
+    klass = {lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K: "q4_k",
+             lib.PALW_CUDA_TRACE_QUANTIZATION_Q6_K: "q6_k"}.get(quantization, f"quantization:{quantization}")
+    layer = re.match(r"blk\.(\d+)\.", snapshot.get("weight") or "")
+    return {"class": klass, "layer": int(layer.group(1)) if layer else None, "operation": snapshot.get("weight")}
 
 
 def association_snapshot(ffi, actual, version: int, node: str) -> dict:

@@ -57,6 +57,8 @@ class ModelProfile:
     n_ff: int | None
     n_vocab: int | None
     weight_types: dict[str, str] = field(default_factory=dict)
+    # {matmul weight name: [ne0, ne1]} as the file states them: in features (k), out features (m)
+    weight_shapes: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def q4_k(self) -> int:
@@ -96,7 +98,7 @@ def read_profile(path: Path) -> ModelProfile:
     if not path.is_file():
         raise ModelProfileError(f"model {path} does not exist: pass --palw-model=PATH.gguf or "
                                 "--palw-model=profile:tiny|gpu|full")
-    return ModelProfile(path=path, **remembered(path, "profile", _parse_profile))
+    return ModelProfile(path=path, **remembered(path, "profile-v2", _parse_profile))
 
 
 def _parse_profile(path: Path) -> dict:
@@ -115,6 +117,7 @@ def _parse_profile(path: Path) -> dict:
     arch = value("general.architecture")
     prefix = f"{arch}." if arch else ""
     tokens = reader.fields.get("tokenizer.ggml.tokens")
+    weights = [t for t in reader.tensors if _MATMUL_WEIGHT.match(t.name)]
     return dict(
         architecture=arch,
         n_layer=value(prefix + "block_count"),
@@ -125,7 +128,8 @@ def _parse_profile(path: Path) -> dict:
         n_embd=value(prefix + "embedding_length"),
         n_ff=value(prefix + "feed_forward_length"),
         n_vocab=len(tokens.data) if tokens is not None else None,
-        weight_types={t.name: t.tensor_type.name for t in reader.tensors if _MATMUL_WEIGHT.match(t.name)},
+        weight_types={t.name: t.tensor_type.name for t in weights},
+        weight_shapes={t.name: [int(n) for n in t.shape] for t in weights},
     )
 
 

@@ -110,3 +110,13 @@ def test_pruned_tree_still_configures_for_cpu(patched_tree, tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "llama-palw-observer" in (tmp_path / "b" / "build.ninja").read_text()
+
+
+def test_a_pruned_directory_keeps_its_kept_files(patched_tree, tmp_path):
+    """tests/ goes (LLAMA_BUILD_TESTS=OFF) but for test-backend-ops.cpp, which the GPU tier builds."""
+    pruned = tmp_path / "pruned"
+    shutil.copytree(patched_tree / "tests", pruned / "tests", symlinks=True)
+    assert pruning.prune(pruned) == ["tests"]
+    assert sorted(str(p.relative_to(pruned)) for p in pruned.rglob("*")) == ["tests", *sorted(pruning.KEPT)]
+    kept = "tests/test-backend-ops.cpp"
+    assert (pruned / kept).read_bytes() == (patched_tree / kept).read_bytes()

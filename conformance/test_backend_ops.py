@@ -1,0 +1,38 @@
+"""Claim: the ops the trace touches compute on the patched CUDA backend what the CPU backend of the
+same ggml computes, by llama.cpp's own test-backend-ops (the runtime's tree, trace compiled in).
+
+The oracle is upstream's op test and the CPU backend, not a line of ours
+(pytest_palw.runtime.backend_ops): each group below is one ``test-backend-ops test -b CUDA0``
+run filtered to the op and types a traced launch uses: MUL_MAT with Q4_K and Q6_K weights (the
+MMVQ launches), MUL_MAT of F16 by F32 (the attention QK and PV stages) and SOFT_MAX (the attention
+softmax). A group passes when the CUDA backend was tested, at least one case ran and none failed.
+The counts go into the certificate (notes.backend_ops).
+"""
+
+import pytest
+
+from pytest_palw.runtime.backend_ops import build_binary, run
+
+pytestmark = pytest.mark.palw_gpu
+
+# (group, ops, params regex over the case's variables)
+GROUPS = {
+    "mul_mat_q4_k": ("MUL_MAT", "type_a=q4_K,type_b=f32"),
+    "mul_mat_q6_k": ("MUL_MAT", "type_a=q6_K,type_b=f32"),
+    "mul_mat_f16_f32": ("MUL_MAT", "type_a=f16,type_b=f32"),
+    "soft_max": ("SOFT_MAX", "type=f32"),
+}
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_backend_ops_agree_with_the_cpu_backend(group, palw_session):
+    build = palw_session.build
+    binary = build_binary(build.source_dir, build.source_dir / "ggml" / "include", build.lib_dir)
+    ops, params = GROUPS[group]
+    outcome = run(binary, "CUDA0", ops, params)
+    palw_session.notes.setdefault("backend_ops", {})[group] = outcome.as_dict()
+    assert "CUDA0" in outcome.backends, f"test-backend-ops tested no CUDA0 backend:\n{outcome.tail}"
+    assert outcome.tested > 0, f"no {ops} case matched {params!r}: the filter selects nothing\n{outcome.tail}"
+    assert outcome.failed == [], f"{len(outcome.failed)} of {outcome.tested} cases differ from the CPU backend: " \
+                                 f"{outcome.failed[:5]}"
+    assert outcome.returncode == 0, f"test-backend-ops exited {outcome.returncode}:\n{outcome.tail}"

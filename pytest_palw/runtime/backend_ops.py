@@ -1,0 +1,94 @@
+"""llama.cpp's own ``test-backend-ops``, from the runtime's patched tree, against the runtime's ggml.
+
+The runtime under test computes with the patched ggml-cuda, the trace compiled in. Its numerics'
+peer oracle is upstream's op test: each case runs on the CUDA backend and on the CPU backend of the
+same ggml, and the outputs must agree within the test's own tolerance (NMSE). The test's source is
+the tree's ``tests/test-backend-ops.cpp`` (`palw source` keeps it, pruning.KEPT), compiled once per
+(source, runtime libraries, compiler) against the build's public ggml headers and linked to its
+lib dir; nothing of ours is in the binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_palw.build.lock import exclusive
+from pytest_palw.build.toolchain import find_tool, tool_version
+from pytest_palw.paths import cache_dir
+
+SOURCE = "tests/test-backend-ops.cpp"
+LIBRARIES = ("libggml.so", "libggml-base.so")
+_CASE = re.compile(r"^  ([A-Z_0-9]+)\((.*)\): (.*)$")
+_BACKEND = re.compile(r"^Backend \d+/\d+: (\S+)", re.MULTILINE)
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _verdict(rest: str) -> str:
+    """A case line's verdict: OK, FAIL, not supported or skipped (the large-tensor skip)."""
+    for verdict in ("OK", "FAIL"):
+        if rest.rstrip().endswith(verdict):
+            return verdict
+    return "not supported" if rest.startswith("not supported") else "skipped"
+
+
+@dataclass
+class BackendOpsRun:
+    command: list[str]
+    returncode: int
+    backends: list[str]
+    cases: dict[str, int] = field(default_factory=dict)  # verdict -> count
+    failed: list[str] = field(default_factory=list)
+    tail: str = ""
+
+    @property
+    def tested(self) -> int:
+        return self.cases.get("OK", 0) + self.cases.get("FAIL", 0)
+
+    def as_dict(self) -> dict:
+        return {"command": " ".join(self.command), "returncode": self.returncode, "backends": self.backends,
+                "cases": self.cases, "failed": self.failed[:20]}
+
+
+def build_binary(source_dir: Path, include_dir: Path, lib_dir: Path) -> Path:
+    """``test-backend-ops`` of ``source_dir``, linked to ``lib_dir``'s ggml; cached."""
+    source = Path(source_dir) / SOURCE
+    if not source.is_file():
+        raise AssertionError(f"{source} is missing: the runtime was built from a tree without llama.cpp's "
+                             "test-backend-ops.cpp (an old `palw source` archive pruned it); rebuild from the "
+                             "sdist or a current `palw source` archive")
+    cxx = find_tool("c++", env_var="CXX")
+    if cxx is None:
+        raise AssertionError("no C++ compiler (CXX, c++) to build llama.cpp's test-backend-ops: install the "
+                             "compiler the runtime was built with, or set CXX")
+    command = [str(cxx), "-std=c++17", "-O2", "-I", str(include_dir), str(source), "-L", str(lib_dir),
+               "-lggml", "-lggml-base", f"-Wl,-rpath,{lib_dir}", "-pthread"]
+    libraries = [hashlib.sha256((Path(lib_dir) / name).read_bytes()).hexdigest() for name in LIBRARIES]
+    key = hashlib.sha256(repr((source.read_bytes(), command, libraries, tool_version(cxx))).encode()).hexdigest()[:16]
+    target = cache_dir("probes") / f"test-backend-ops-{key}"
+    with exclusive(target.with_suffix(".lock"), what="building llama.cpp's test-backend-ops"):
+        if not target.is_file():
+            partial = target.with_suffix(".partial")
+            result = subprocess.run(command + ["-o", str(partial)], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise AssertionError(f"{cxx.name} could not build test-backend-ops:\n{result.stderr[-2000:]}")
+            partial.replace(target)
+    return target
+
+
+def run(binary: Path, backend: str, ops: str, params: str | None, timeout: int = 600) -> BackendOpsRun:
+    """``test-backend-ops test -b backend -o ops [-p params]``: every case's verdict, counted."""
+    command = [str(binary), "test", "-b", backend, "-o", ops, *(["-p", params] if params else [])]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    output = _COLOUR.sub("", result.stdout + result.stderr)
+    outcome = BackendOpsRun([Path(command[0]).name, *command[1:]], result.returncode,
+                            _BACKEND.findall(output), tail=output[-3000:])
+    for match in filter(None, map(_CASE.match, output.splitlines())):
+        op, variables, verdict = match.group(1), match.group(2), _verdict(match.group(3))
+        outcome.cases[verdict] = outcome.cases.get(verdict, 0) + 1
+        if verdict == "FAIL":
+            outcome.failed.append(f"{op}({variables})")
+    return outcome
