@@ -24,8 +24,7 @@ from pytest_palw.runtime.run import run_trace
 pytestmark = pytest.mark.palw_gpu
 
 FAILED_CLOSED = {"attach": "OK", "kernel_info": "OK", "approved": 1, "accepted": 0, "count": 0, "committed": 0,
-                 "finalize": None, "records": 0, "faults": [["INVALID_ARGUMENT", "UNSUPPORTED_DISPATCH"]],
-                 "destroy": "OK"}
+                 "records": 0, "faults": [["INVALID_ARGUMENT", "UNSUPPORTED_DISPATCH"]], "destroy": "OK"}
 
 
 def _pinned(palw_session) -> int:
@@ -68,6 +67,7 @@ def test_a_device_of_another_cc_fails_closed(palw_session, palw_token, palw_trac
     assert refused["sm_arch"] * 10 == other, f"the shim did not reach the runtime: kernel info says {refused}"
     assert refused["decode"] != 0, "decode succeeded on a device of another cc"
     assert {key: refused[key] for key in FAILED_CLOSED} == FAILED_CLOSED
+    assert refused["finalize"] not in (None, "OK"), "finalize committed a trace that failed"
     assert refused["discovered"] == control["discovered"] == V2_COUNT
     assert control["sm_arch"] * 10 == device.cc
     if device.cc == pinned:
