@@ -31,8 +31,9 @@ import subprocess
 import pytest
 
 from pytest_palw.models.catalog import GATE_CONTROL, GATE_NEGATIVES, GATE_VALUES, ensure_gate_model
-from pytest_palw.models.profiles import FILE_TYPE_Q4_K_M, PROFILES
+from pytest_palw.models.profiles import PROFILES
 from pytest_palw.paths import SEED_PATCH
+from pytest_palw.topology import FILE_TYPE_Q4_K_M
 
 # tool -> (its source in the patched tree, the opening of its gate function)
 GATES = {

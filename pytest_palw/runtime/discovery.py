@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from pytest_palw.runtime.callbacks import CallbackOwner
-from pytest_palw.runtime.model_check import AttentionGeometry
+from pytest_palw.topology import AttentionGeometry
 
 STAGE_NONE, STAGE_QK, STAGE_SOFTMAX, STAGE_PV = 0, 1, 2, 3
 STAGE_CLASS = {STAGE_QK: "attention_qk", STAGE_SOFTMAX: "attention_softmax", STAGE_PV: "attention_pv"}

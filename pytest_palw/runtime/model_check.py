@@ -12,34 +12,28 @@ from pathlib import Path
 
 from pytest_palw.build.digests import remembered
 from pytest_palw.errors import ModelProfileError
+from pytest_palw.models.launch_table import PINNED_CLASS_COUNTS
+from pytest_palw.topology import (
+    ARCHITECTURE,
+    FILE_TYPE_Q4_K_M,
+    HEAD_DIM,
+    N_HEAD,
+    N_HEAD_KV,
+    N_LAYER,
+    AttentionGeometry,
+)
 
-# The one-token KV view the patch pads to (QWEN_KV_PADDING): KV cells of every attention stage.
-KV_CELLS = 256
-
-
-@dataclass(frozen=True)
-class AttentionGeometry:
-    """The attention shapes of a one-token decode: what discovery matches, what an approved
-    attention launch and its record carry. Read from the model (``ModelProfile.attention``)."""
-
-    query_heads: int
-    key_value_heads: int
-    head_dim: int
-    kv_cells: int = KV_CELLS
-
-
-# The Qwen3-8B geometry the trace is pinned to (the header of a pinned model has these).
-PINNED_ATTENTION = AttentionGeometry(query_heads=32, key_value_heads=8, head_dim=128)
-
+# What a pinned model's header says (pytest_palw.topology); its Q4_K/Q6_K weight counts are the
+# launch table's classes of the pinned topology.
 EXPECTED = {
-    "architecture": "qwen3",
-    "n_layer": 36,
-    "n_head": PINNED_ATTENTION.query_heads,
-    "n_head_kv": PINNED_ATTENTION.key_value_heads,
-    "head_dim": PINNED_ATTENTION.head_dim,
-    "file_type": 15,  # LLAMA_FTYPE_MOSTLY_Q4_K_M
-    "q4_k": 216,
-    "q6_k": 37,
+    "architecture": ARCHITECTURE,
+    "n_layer": N_LAYER,
+    "n_head": N_HEAD,
+    "n_head_kv": N_HEAD_KV,
+    "head_dim": HEAD_DIM,
+    "file_type": FILE_TYPE_Q4_K_M,
+    "q4_k": PINNED_CLASS_COUNTS["q4_k"],
+    "q6_k": PINNED_CLASS_COUNTS["q6_k"],
 }
 _MATMUL_WEIGHT = re.compile(r"^(blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)|output)\.weight$")
 

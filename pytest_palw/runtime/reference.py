@@ -21,11 +21,17 @@ import numpy as np
 from pytest_palw.runtime import identities as ids
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.codec import encode_stream, fingerprint
-from pytest_palw.runtime.discovery import STAGE_NONE, STAGE_PV, STAGE_QK, STAGE_SOFTMAX, Discovery
-from pytest_palw.runtime.model_check import AttentionGeometry
+from pytest_palw.runtime.discovery import (
+    STAGE_NONE,
+    STAGE_PV,
+    STAGE_QK,
+    STAGE_SOFTMAX,
+    Discovery,
+)
 from pytest_palw.runtime.run import encode_each
 from pytest_palw.runtime.sketch import sketch, tile_from_buffer
 from pytest_palw.runtime.templates import attention_dimensions
+from pytest_palw.topology import AttentionGeometry
 
 CPU_REFERENCE_DOMAIN = "pytest-palw.cpu_reference.v1"
 

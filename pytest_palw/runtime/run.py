@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.codec import encode_stream, fingerprint
 from pytest_palw.runtime.discovery import STAGE_PV, STAGE_QK, STAGE_SOFTMAX
-from pytest_palw.runtime.model_check import AttentionGeometry
+from pytest_palw.topology import AttentionGeometry
 
 
 @dataclass

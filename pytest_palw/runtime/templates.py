@@ -9,7 +9,7 @@ ids and the kernel binding.
 from __future__ import annotations
 
 from pytest_palw.runtime.discovery import STAGE_PV, STAGE_QK, STAGE_SOFTMAX
-from pytest_palw.runtime.model_check import AttentionGeometry
+from pytest_palw.topology import AttentionGeometry
 
 MMVQ_BLOCK = (32, 4, 1)  # mul_mat_vec_q is __launch_bounds__(128): 4 warps of 32
 BINDING_ATTRIBUTES = ("sm_arch", "binary_version", "ptx_version", "num_regs", "max_threads_per_block",

@@ -17,7 +17,7 @@ from pytest_palw.runtime.binding.hostabi import HEADER
 from pytest_palw.runtime.discovery import STAGE_PV as PV
 from pytest_palw.runtime.discovery import STAGE_QK as QK
 from pytest_palw.runtime.discovery import STAGE_SOFTMAX as SOFTMAX
-from pytest_palw.runtime.model_check import PINNED_ATTENTION
+from pytest_palw.topology import PINNED_ATTENTION
 
 
 def header_id_macro(name: str) -> bytes:

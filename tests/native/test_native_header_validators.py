@@ -7,7 +7,7 @@ kernel-info queries of mmvq.cu / mmvf.cu / softmax.cu, the seed smoke's requests
 import pytest
 from native_templates import PV, QK, SOFTMAX, diagnostic_id, set_field
 
-from pytest_palw.runtime.model_check import PINNED_ATTENTION
+from pytest_palw.topology import PINNED_ATTENTION
 
 NONNULL = 0x1000  # any non-NULL address: the validators compare pointers, never follow them
 
