@@ -5,8 +5,10 @@ The oracle is upstream's op test and the CPU backend, not a line of ours
 (pytest_palw.runtime.backend_ops): each group below is one ``test-backend-ops test -b CUDA0``
 run filtered to the op and types a traced launch uses: MUL_MAT with Q4_K and Q6_K weights (the
 MMVQ launches), MUL_MAT of F16 by F32 (the attention QK and PV stages) and SOFT_MAX (the attention
-softmax). A group passes when the CUDA backend was tested, at least one case ran and none failed.
-The counts go into the certificate (notes.backend_ops_<group>).
+softmax). A group passes when the CUDA backend was tested, no case failed or was not supported,
+and, for MUL_MAT, cases of the decode's one-column shape (n=1, the MMVQ/MMVF paths) passed. It is
+the op's numerics without a trace attached. The counts go into the certificate
+(notes.backend_ops_<group>).
 """
 
 import pytest
@@ -33,6 +35,9 @@ def test_backend_ops_agree_with_the_cpu_backend(group, palw_session):
     palw_session.notes[f"backend_ops_{group}"] = outcome.as_dict()  # one note per group: workers merge by name
     assert "CUDA0" in outcome.backends, f"test-backend-ops tested no CUDA0 backend:\n{outcome.tail}"
     assert outcome.tested > 0, f"no {ops} case matched {params!r}: the filter selects nothing\n{outcome.tail}"
+    assert outcome.cases.get("not supported", 0) == 0, f"the CUDA backend does not support {ops} {params}"
+    if ops == "MUL_MAT":
+        assert outcome.one_column > 0, f"no one-column (n=1) {params} case passed: the decode's path went untested"
     assert outcome.failed == [], f"{len(outcome.failed)} of {outcome.tested} cases differ from the CPU backend: " \
                                  f"{outcome.failed[:5]}"
     assert outcome.returncode == 0, f"test-backend-ops exited {outcome.returncode}:\n{outcome.tail}"

@@ -58,7 +58,8 @@ def test_a_device_of_another_cc_fails_closed(palw_session, palw_token, palw_trac
     launch; the control child, told the device's own cc, commits this process's records."""
     pinned, device = _pinned(palw_session), palw_session.device
     assert device is not None, "nvidia-smi reported no device for a CUDA runtime"
-    other = PALW_DEFAULT_PIN if pinned != PALW_DEFAULT_PIN else pinned + 10  # any cc but the pinned one
+    # A cc below the device's (ggml then picks no feature the device lacks), and not the pinned one.
+    other = next(cc for cc in range(device.cc - 10, 0, -10) if cc != pinned)
     arguments = (palw_session.build.manifest_path, palw_session.model.path, palw_token,
                  palw_session.kernel_digest.digest)
     with ThreadPoolExecutor(2) as pool:
@@ -70,6 +71,8 @@ def test_a_device_of_another_cc_fails_closed(palw_session, palw_token, palw_trac
     assert refused["finalize"] not in (None, "OK"), "finalize committed a trace that failed"
     assert refused["discovered"] == control["discovered"] == V2_COUNT
     assert control["sm_arch"] * 10 == device.cc
-    if device.cc == pinned:
-        assert (control["finalize"], control["records"]) == ("OK", V2_COUNT), control
-        assert control["fingerprint"] == palw_trace.fingerprint
+    if device.cc != pinned:
+        pytest.skip(f"the control needs a device of the pinned cc {pinned} (this one is {device.cc}): the refusal "
+                    "above is judged; run on a device of the pinned cc for the control")
+    assert (control["finalize"], control["records"]) == ("OK", V2_COUNT), control
+    assert control["fingerprint"] == palw_trace.fingerprint

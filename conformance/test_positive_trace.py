@@ -4,7 +4,8 @@ smoke tool's, and whose device sketches equal host sketches of the same outputs.
 
 Each record is held against what the runtime under test did not write (never the caller's own
 template): the launch table's launch at its index (position, class, layer, stage, shapes), the
-model file's tensors (the weight's type and shape; the approved association read that weight),
+model file's tensors (the weight's shape; the approved association's weight has the file's type
+and shape and is the graph tensor of the weight's file name),
 the model file's attention geometry, and the seed patch's kernel identities
 (fixtures/kernel_identities.py). Only an attention record's grid and block are checked against the
 kernel's own description of its launch (kernel info): the table holds no launch dimensions.
@@ -19,7 +20,7 @@ from pytest_palw.models.kernel_identities import seed_identities
 from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.run import run_trace
-from pytest_palw.runtime.verify import dimension_mismatches, table_mismatches
+from pytest_palw.runtime.verify import STAGE_OF, dimension_mismatches, table_mismatches
 
 pytestmark = pytest.mark.palw_pinned
 
@@ -66,11 +67,11 @@ def _record_problems(run, index, launch, palw_session, palw_discovery, ffi, lib)
     if launch.weight is not None:
         assert launch.weight in model.weight_shapes, f"the model file has no tensor {launch.weight}"
         weight = (model.weight_types[launch.weight], model.weight_shapes[launch.weight])
-    loaded = {c.weight: c.weight_data for c in palw_discovery.candidates if c.weight is not None}
     problems = table_mismatches(ffi, lib, record, launch, model.attention, seed_identities()[launch.klass],
-                                weight, run.caller.associations[index], loaded.get(launch.weight))
+                                weight, run.caller.associations[index],
+                                palw_discovery.loaded_weights.get(launch.weight))
     if launch.klass.startswith("attention"):
-        problems += dimension_mismatches(record, run.caller.infos.attention(record.attention_stage))
+        problems += dimension_mismatches(record, run.caller.infos.attention(STAGE_OF[launch.klass]))
     return problems
 
 

@@ -40,9 +40,9 @@ from pytest_palw.build.lock import exclusive
 from pytest_palw.build.toolchain import nvcc_path, tool_version
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, TOY_CAPTURE_KERNEL, cache_dir
 from pytest_palw.runtime import templates
-from pytest_palw.topology import PINNED_ATTENTION
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.sketch import sketch
+from pytest_palw.topology import PINNED_ATTENTION
 
 pytestmark = pytest.mark.palw_gpu
 

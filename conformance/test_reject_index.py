@@ -12,7 +12,7 @@ table's launch at that index, and the one fault names that same operation.
 import pytest
 
 from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
-from pytest_palw.runtime.caller import refused_launch
+from pytest_palw.runtime.caller import refused_mismatches
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.run import run_trace
 
@@ -43,17 +43,18 @@ def _check_rejection(run, caller, index, lib, before, after):
     assert after == before, "the caller's request was modified"
 
 
-def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime, launch):
+def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime, launch, loaded_weights):
     """A trace that refuses launch ``index``, checked as the smoke checks --reject-index, and
-    the refused launch as the runtime described it against the launch table's ``launch``."""
+    the refused launch as the runtime described it against the launch table's ``launch``: its
+    class, layer and operation, its shape and, for MMVQ, the weight it reads (the graph tensor of
+    the weight's file name)."""
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     caller = palw_caller(version=version, reject_index=index)
     before = _request_bytes(ffi, caller)
     run = run_trace(palw_context(), caller, palw_token)
     _check_rejection(run, caller, index, lib, before, _request_bytes(ffi, caller))
     assert caller.refused is not None, "approve never saw the association it refused"
-    assert refused_launch(lib, caller.refused) == {
-        "class": launch.klass, "layer": launch.layer, "operation": launch.weight or launch.node}
+    assert refused_mismatches(lib, caller.refused, launch, loaded_weights) == []
     fault = caller.faults[0]
     assert fault.with_association, "the fault for the refused launch carries no association"
     assert fault.operation_token == caller.refused["operation_token"], \
@@ -61,13 +62,15 @@ def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime,
 
 
 @pytest.mark.parametrize("index", range(V2_COUNT))
-def test_reject_v2(index, palw_context, palw_caller, palw_token, palw_runtime, launch_table):
-    _reject(2, index, palw_context, palw_caller, palw_token, palw_runtime, launch_table[index])
+def test_reject_v2(index, palw_context, palw_caller, palw_token, palw_runtime, launch_table, palw_discovery):
+    _reject(2, index, palw_context, palw_caller, palw_token, palw_runtime, launch_table[index],
+            palw_discovery.loaded_weights)
 
 
 @pytest.mark.parametrize("index", range(V1_COUNT))
-def test_reject_v1(index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table):
-    _reject(1, index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table[index])
+def test_reject_v1(index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table, palw_discovery):
+    _reject(1, index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table[index],
+            palw_discovery.loaded_weights)
 
 
 @pytest.mark.parametrize("index", [0, V2_COUNT // 2, V2_COUNT - 1])  # the first, middle and last launch

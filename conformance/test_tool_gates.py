@@ -30,6 +30,7 @@ import subprocess
 
 import pytest
 
+from pytest_palw.build.choice import PALW_DEFAULT_PIN
 from pytest_palw.models.catalog import GATE_CONTROL, GATE_NEGATIVES, GATE_VALUES, ensure_gate_model
 from pytest_palw.models.profiles import PROFILES
 from pytest_palw.paths import SEED_PATCH
@@ -134,8 +135,7 @@ def test_every_gated_field_has_a_negative():
         for field in refuses:
             compared = found[tool][field]
             compared = LLAMA_FTYPES.get(compared, compared)
-            if compared is None:
-                continue
+            assert compared is not None, f"{tool}: the value the gate compares {field} with was not parsed"
             pinned = pinned_value(field)
             assert str(pinned) == str(compared), f"{tool} compares {field} with {compared}, the control has {pinned}"
             assert str(GATE_VALUES[field]) != str(compared), f"the {field} negative passes the {tool}'s gate"
@@ -215,7 +215,7 @@ def test_smoke_gets_past_its_gate_on_the_control(palw_session):
     result = _run_smoke(palw_session, GATE_CONTROL)
     assert MESSAGES["smoke"] not in result.stderr, "the smoke refuses the pinned profile"
     assert "error: failed to load model" not in result.stderr, result.stderr[-1500:]
-    device, pinned = palw_session.device, palw_session.build.pinned_cc or 890
+    device, pinned = palw_session.device, palw_session.build.pinned_cc or PALW_DEFAULT_PIN
     if device is not None and device.cc == pinned:
         assert result.returncode == 0, result.stderr[-2000:]
         report = json.loads(result.stdout.strip().splitlines()[-1])

@@ -42,6 +42,7 @@ class BackendOpsRun:
     backends: list[str]
     cases: dict[str, int] = field(default_factory=dict)  # verdict -> count
     failed: list[str] = field(default_factory=list)
+    one_column: int = 0  # cases that passed with n=1 (the one-token decode's matrix-vector shape)
     tail: str = ""
 
     @property
@@ -50,7 +51,7 @@ class BackendOpsRun:
 
     def as_dict(self) -> dict:
         return {"command": " ".join(self.command), "returncode": self.returncode, "backends": self.backends,
-                "cases": self.cases, "failed": self.failed[:20]}
+                "cases": self.cases, "one_column_passed": self.one_column, "failed": self.failed[:20]}
 
 
 def build_binary(source_dir: Path, include_dir: Path, lib_dir: Path) -> Path:
@@ -82,7 +83,11 @@ def build_binary(source_dir: Path, include_dir: Path, lib_dir: Path) -> Path:
 def run(binary: Path, backend: str, ops: str, params: str | None, timeout: int = 600) -> BackendOpsRun:
     """``test-backend-ops test -b backend -o ops [-p params]``: every case's verdict, counted."""
     command = [str(binary), "test", "-b", backend, "-o", ops, *(["-p", params] if params else [])]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"test-backend-ops {ops} {params or ''} ran past {timeout} s: the backend hangs or "
+                             "the filter selects too many cases; run the command by hand to see which") from None
     output = _COLOUR.sub("", result.stdout + result.stderr)
     outcome = BackendOpsRun([Path(command[0]).name, *command[1:]], result.returncode,
                             _BACKEND.findall(output), tail=output[-3000:])
@@ -91,4 +96,6 @@ def run(binary: Path, backend: str, ops: str, params: str | None, timeout: int =
         outcome.cases[verdict] = outcome.cases.get(verdict, 0) + 1
         if verdict == "FAIL":
             outcome.failed.append(f"{op}({variables})")
+        elif verdict == "OK" and ",n=1," in f",{variables},":
+            outcome.one_column += 1
     return outcome

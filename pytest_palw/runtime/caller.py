@@ -335,6 +335,25 @@ def refused_launch(lib, snapshot: dict) -> dict:
     return {"class": klass, "layer": int(layer.group(1)) if layer else None, "operation": snapshot.get("weight")}
 
 
+def refused_mismatches(lib, snapshot: dict, launch, loaded_weights: dict[str, int]) -> list[str]:
+    """A refused association (``TraceCaller.refused``) against the launch table's ``launch``: its
+    class, layer and operation (refused_launch), its shape and, for MMVQ, the weight it reads (the
+    graph tensor of the weight's file name, ``Discovery.loaded_weights``)."""
+    described = refused_launch(lib, snapshot)
+    want = {"class": launch.klass, "layer": launch.layer, "operation": launch.weight or launch.node}
+    problems = [f"{key} {described[key]} != {want[key]}" for key in want if described[key] != want[key]]
+    problems += [f"{name} {snapshot[name]} != {getattr(launch, name)}" for name in _SHAPE
+                 if snapshot[name] != getattr(launch, name)]
+    if launch.weight is not None:
+        data = snapshot["src0"]["data"] if "src0" in snapshot else snapshot["weight_data"]
+        if data != loaded_weights.get(launch.weight):
+            problems.append(f"the refused launch reads another weight than {launch.weight}")
+    return problems
+
+
+_SHAPE = ("m", "n", "k", "batch", "output_rows", "output_columns")
+
+
 def association_snapshot(ffi, actual, version: int, node: str) -> dict:
     """A plain copy of an association. ``node`` is the name of the graph node the operation token
     pointed to while the callback ran."""

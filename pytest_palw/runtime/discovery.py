@@ -142,6 +142,11 @@ class Discovery(CallbackOwner):
         from dataclasses import replace
         return [replace(c, index=i) for i, c in enumerate(c for c in self.candidates if c.is_mmvq)]
 
+    @property
+    def loaded_weights(self) -> dict[str, int]:
+        """{weight name: data address} of the quantized weights the graph's MMVQ launches read."""
+        return {c.weight: c.weight_data for c in self.candidates if c.weight is not None}
+
     def class_counts(self) -> dict[str, int]:
         counts = {name: 0 for name in CLASSES}
         for candidate in self.candidates:

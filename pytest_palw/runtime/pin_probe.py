@@ -34,13 +34,16 @@ SHIM_SOURCE = r"""
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef cudaError_t (*properties_fn)(cudaDeviceProp *, int);
 
 static int find_cudart(struct dl_phdr_info * info, size_t, void * found) {
-    if (info->dlpi_name != NULL && strstr(info->dlpi_name, "libcudart.so") != NULL) {
+    const char * base = info->dlpi_name != NULL ? strrchr(info->dlpi_name, '/') : NULL;
+    base = base != NULL ? base + 1 : info->dlpi_name;
+    if (base != NULL && strncmp(base, "libcudart", 9) == 0 && strstr(base, ".so") != NULL) {
         *(const char **) found = info->dlpi_name;
         return 1;
     }
@@ -62,6 +65,7 @@ static properties_fn real_function(const char * symbol) {
 static cudaError_t reported(const char * symbol, cudaDeviceProp * prop, int device) {
     properties_fn real = real_function(symbol);
     if (real == NULL) {
+        fprintf(stderr, "palw pin shim: no %s in a loaded libcudart\n", symbol);
         return cudaErrorUnknown;
     }
     cudaError_t status = real(prop, device);
@@ -109,8 +113,12 @@ def build_shim() -> Path:
 def run_child(manifest: Path, model: Path, token: int, digest: bytes, reported_cc: int, timeout: int = 300) -> dict:
     """One V2 trace in a child whose CUDA runtime reports ``reported_cc``: its statuses (see main)."""
     env = dict(os.environ, LD_PRELOAD=str(build_shim()), **{REPORTED_CC_VARIABLE: str(reported_cc)})
-    result = subprocess.run([sys.executable, "-m", __name__, str(manifest), str(model), str(token), digest.hex()],
-                            capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        result = subprocess.run([sys.executable, "-m", __name__, str(manifest), str(model), str(token), digest.hex()],
+                                capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the pin probe child (reported cc {reported_cc}) ran past {timeout} s: the runtime "
+                             f"hangs when told another cc; run `python -m {__name__}` by hand to see where") from None
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:
         errors = [line for line in result.stderr.splitlines() if "error" in line.lower()][:8]

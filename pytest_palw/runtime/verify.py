@@ -14,16 +14,19 @@ def quantization_of(lib, klass: str) -> int:
 
 
 def _id(ffi, array) -> bytes:
-    return bytes(ffi.buffer(array, 32))
+    return array if isinstance(array, bytes) else bytes(ffi.buffer(array, 32))
 
 
-def identity_mismatches(ffi, record, identity) -> list[str]:
+def identity_mismatches(ffi, record, identity, whose: str = "the kernel's") -> list[str]:
+    """The record's three kernel ids against ``identity`` (a cffi actual identity or a
+    KernelIdentity of bytes)."""
     problems = []
     for name, got in (("producer_variant_id", record.base.producer_variant_id),
                       ("work_entry_point_id", record.work_entry_point_id),
                       ("capture_implementation_id", record.capture_implementation_id)):
-        if _id(ffi, got) != _id(ffi, getattr(identity, name)):
-            problems.append(f"{name} {_id(ffi, got).hex()[:16]}… is not the kernel's {_id(ffi, getattr(identity, name)).hex()[:16]}…")
+        got, want = _id(ffi, got), _id(ffi, getattr(identity, name))
+        if got != want:
+            problems.append(f"{name} {got.hex()[:16]}… is not {whose} {want.hex()[:16]}…")
     return problems
 
 
@@ -72,10 +75,11 @@ def table_mismatches(ffi, lib, record, launch, geometry, identity, weight=None, 
     ``identity`` (the seed patch's kernel identity of that class, fixtures/kernel_identities.py)
     and, for an MMVQ launch, ``weight`` = (ggml type name, [ne0, ne1]) of the launch's weight as
     the model file states it, with ``association``, the association the runtime approved for that
-    launch (its src0 is the weight the kernel read) and ``weight_data``, the data address of the
-    loaded tensor that bears the weight's file name. Grid and block are the attention kernel's own
-    launch dimensions; the table does not hold them (record_mismatches checks them against the
-    kernel's self-description: ``dimension_mismatches``)."""
+    launch (its src0 is the weight the kernel read: the file's type and shape) and ``weight_data``,
+    the data address of the graph tensor that bears the weight's file name (a check by name, not
+    by the file's bytes: the runtime's graph names its tensors after the file). Grid and block are
+    the attention kernel's own launch dimensions; the table does not hold them (they are checked
+    against the kernel's self-description: ``dimension_mismatches``)."""
     base = record.base.base
     stage = STAGE_OF.get(launch.klass, STAGE_NONE)
     checks = {
@@ -93,8 +97,7 @@ def table_mismatches(ffi, lib, record, launch, geometry, identity, weight=None, 
         checks.update({"attention_group_present": (record.attention_group_present, 0),
                        "sublaunch_count": (record.sublaunch_count, 1)})
         file_type, (ne0, ne1) = weight
-        checks.update({f"{launch.weight} type (file)": (launch.klass.upper(), file_type),
-                       f"k = {launch.weight} ne0 (file)": (base.k, ne0),
+        checks.update({f"k = {launch.weight} ne0 (file)": (base.k, ne0),
                        f"m = {launch.weight} ne1 (file)": (base.m, ne1)})
         if association is not None and "src0" in association:  # V2: the weight's view
             src0 = association["src0"]
@@ -117,13 +120,7 @@ def table_mismatches(ffi, lib, record, launch, geometry, identity, weight=None, 
             "physical_key_value_tokens": (record.physical_key_value_tokens, geometry.kv_cells),
         })
     problems = [f"{name} {got} != {want}" for name, (got, want) in checks.items() if got != want]
-    for name, want in (("producer_variant_id", identity.producer_variant_id),
-                       ("work_entry_point_id", identity.work_entry_point_id),
-                       ("capture_implementation_id", identity.capture_implementation_id)):
-        got = _id(ffi, record.base.producer_variant_id if name == "producer_variant_id" else getattr(record, name))
-        if got != want:
-            problems.append(f"{name} {got.hex()[:16]}… is not the seed patch's {launch.klass} {want.hex()[:16]}…")
-    return problems
+    return problems + identity_mismatches(ffi, record, identity, f"the seed patch's {launch.klass}")
 
 
 def dimension_mismatches(record, info) -> list[str]:

@@ -7,6 +7,7 @@ golden CPU reference stream and the conformance cases rely on it); what runs nat
 is certified in conformance/test_cpu_reference.py.
 """
 
+from pytest_palw.models.launch_table import V2_COUNT
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.verify import record_mismatches
 
@@ -14,7 +15,7 @@ from pytest_palw.runtime.verify import record_mismatches
 def test_every_launch_is_approved(palw_cpu_reference, palw_runtime):
     lib = palw_runtime.lib
     statuses = [status_name(lib, s) for s in palw_cpu_reference.statuses]
-    assert len(statuses) == 361
+    assert len(statuses) == V2_COUNT
     refused = {index: status for index, status in enumerate(statuses) if status != "OK"}
     assert refused == {}, f"the approve logic refused {len(refused)} launches, first {list(refused.items())[:5]}"
     assert palw_cpu_reference.caller.callback_errors == []
@@ -32,7 +33,7 @@ def test_records_match_discovery(palw_cpu_reference, palw_runtime):
             found.append("sketch is all zero")
         if found:
             problems[index] = found
-    assert len(palw_cpu_reference.reference.candidates) == 361
+    assert len(palw_cpu_reference.reference.candidates) == V2_COUNT
     assert problems == {}, f"{len(problems)} records differ from discovery, first {list(problems.items())[:3]}"
 
 
@@ -48,13 +49,12 @@ def _table_problems(trace, runtime, session, identity_of) -> dict[int, list[str]
     from pytest_palw.runtime.verify import table_mismatches
 
     ffi, lib, model = runtime.ffi, runtime.lib, session.model_profile
-    loaded = {c.weight: c.weight_data for c in trace.reference.candidates if c.weight is not None}
     problems = {}
     for launch in expected_launches(model.table_profile()):
         weight = (model.weight_types[launch.weight], model.weight_shapes[launch.weight]) if launch.weight else None
         found = table_mismatches(ffi, lib, trace.records[launch.index], launch, model.attention,
                                  identity_of(launch), weight, trace.caller.associations[launch.index],
-                                 loaded.get(launch.weight))
+                                 trace.reference.loaded_weights.get(launch.weight))
         if found:
             problems[launch.index] = found
     return problems
@@ -75,7 +75,7 @@ def test_the_table_oracle_accepts_the_reference_records_and_names_each_wrong_fie
         ("attention_pv", infos.pv))}
     assert _table_problems(trace, palw_runtime, palw_session, lambda launch: stand_in[launch.klass]) == {}
     seed = _table_problems(trace, palw_runtime, palw_session, lambda launch: seed_identities()[launch.klass])
-    assert len(seed) == 361 and all(any("is not the seed patch's" in p for p in found) for found in seed.values())
+    assert len(seed) == V2_COUNT and all(any("is not the seed patch's" in p for p in found) for found in seed.values())
 
     qk, q6 = trace.records[V2_FIRST["attention_qk"]], trace.records[V2_FIRST["q6_k"]]
     qk.base.base.layer_id += 1
@@ -97,7 +97,7 @@ def test_a_refused_launch_is_described_from_the_association_the_runtime_gave(pal
     CPU reference's (the llama bridge's rules over the real graph); at each class's first index
     and at the output head the description is the launch table's launch."""
     from pytest_palw.models.launch_table import V2_FIRST, expected_launches
-    from pytest_palw.runtime.caller import TraceCaller, refused_launch
+    from pytest_palw.runtime.caller import TraceCaller, refused_launch, refused_mismatches
     from pytest_palw.runtime.reference import _decoded, cpu_reference_infos
 
     ffi, lib = palw_runtime.ffi, palw_runtime.lib
@@ -114,3 +114,6 @@ def test_a_refused_launch_is_described_from_the_association_the_runtime_gave(pal
             launch = table[index]
             assert refused_launch(lib, caller.refused) == {
                 "class": launch.klass, "layer": launch.layer, "operation": launch.weight or launch.node}
+            assert refused_mismatches(lib, caller.refused, launch, reference.loaded_weights) == []
+            elsewhere = table[index - 1] if index else table[index + 1]  # the launch before (or after) it
+            assert refused_mismatches(lib, caller.refused, elsewhere, reference.loaded_weights) != []

@@ -23,6 +23,7 @@ def test_the_console_output_is_counted(tmp_path):
     outcome = backend_ops.run(script, "CUDA0", "MUL_MAT", "type_a=q4_K")
     assert outcome.backends == ["CUDA0", "CPU"]
     assert outcome.cases == {"OK": 1, "FAIL": 1, "not supported": 1} and outcome.tested == 2
+    assert outcome.one_column == 1  # the OK case has n=1; the failed one n=8
     assert outcome.failed == ["MUL_MAT(type_a=q4_K,type_b=f32,m=16,n=8,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],v=0,o=1)"]
     assert outcome.returncode == 1
 
@@ -33,4 +34,4 @@ def test_it_builds_from_the_runtime_tree_and_runs(cpu_build):
     outcome = backend_ops.run(binary, "CPU", "MUL_MAT", "type_a=q4_K,type_b=f32")
     assert outcome.returncode == 0, outcome.tail
     assert outcome.backends == ["CPU"]
-    assert outcome.tested == outcome.cases["OK"] > 0 and outcome.failed == []
+    assert outcome.tested == outcome.cases["OK"] > 0 and outcome.failed == [] and outcome.one_column > 0
