@@ -23,7 +23,8 @@ from pytest_palw.runtime.caller import TraceCaller  # noqa: E402
 from pytest_palw.runtime.discovery import discover  # noqa: E402
 from pytest_palw.runtime.library import Runtime, RuntimeBuild  # noqa: E402
 from pytest_palw.runtime.run import run_trace  # noqa: E402
-from pytest_palw.session import DIGEST_NAMES, kernel_digest  # noqa: E402
+from pytest_palw.runtime.caller import DIGEST_NAMES  # noqa: E402
+from pytest_palw.session import kernel_digest  # noqa: E402
 
 
 def _summary(samples: list[float]) -> dict:

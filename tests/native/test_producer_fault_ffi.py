@@ -18,6 +18,7 @@ import subprocess
 
 import pytest
 
+from pytest_palw.build.toolchain import nvcc_path
 from pytest_palw.paths import CONFORMANCE_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
 from pytest_palw.runtime.binding.cdef import defined_functions
 from pytest_palw.runtime.binding.hostabi import HEADER, declared_functions
@@ -192,7 +193,7 @@ def test_probe_and_producer_link_through_the_cases_types(cases, abi, tmp_path):
     """Compile the probe as the cases do and the producer as libggml-cuda does; call the host-only
     paths through the cases' cffi types (no GPU needed: they refuse before any CUDA call)."""
     try:
-        nvcc = cases.nvcc_path()
+        nvcc = nvcc_path("the probe compiles with the CUDA toolkit")
     except AssertionError as missing:
         pytest.skip(f"{missing}")
     ffi = abi.ffi
