@@ -16,7 +16,7 @@ def test_known_commands_are_registered():
 
 
 def test_absent_command_module_is_skipped(monkeypatch):
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("pytest_palw.build.commands", "pytest_palw.not_written_yet"))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("pytest_palw.cli.build", "pytest_palw.not_written_yet"))
     parser = cli.make_parser()
     choices = next(a for a in parser._actions if a.dest == "command").choices
     assert set(choices) == {"build", "source"}
