@@ -1,9 +1,25 @@
 """Repository-level pytest configuration: the plugin's own tests use pytester, and the fixtures
 several test packages share."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="session")
+def run_palw():
+    """``run_palw("build", "--source", x)``: the CLI in a child process, as a user runs it."""
+
+    def run(*args, env: dict | None = None, timeout: int = 900, cwd=None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest_palw.cli", *map(str, args)],
+                              capture_output=True, text=True, env={**os.environ, **(env or {})},
+                              timeout=timeout, cwd=cwd)
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -91,11 +91,9 @@ def test_a_fixtures_mutant_is_what_the_run_imports(tmp_path):
     assert mutant.old in (FIXTURES_DIR / mutant.path).read_text()  # ours untouched
 
 
-def test_cpu_mutants_are_killed(tmp_path):
+def test_cpu_mutants_are_killed(tmp_path, run_palw):
     verdicts = tmp_path / "verdicts.json"
-    result = subprocess.run([sys.executable, "-m", "pytest_palw.cli", "mutants", "--tier", "cpu",
-                             "--out", str(tmp_path), "--json", str(verdicts)],
-                            capture_output=True, text=True, timeout=2400)
+    result = run_palw("mutants", "--tier", "cpu", "--out", tmp_path, "--json", verdicts, timeout=2400)
     assert verdicts.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(verdicts.read_text())
     cpu = [m.name for m in MUTANTS if m.tier == "cpu"]

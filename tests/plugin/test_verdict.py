@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,20 +17,15 @@ from pytest_palw.selection import golden_recording_reasons
 CERTIFIED = {"schema": "pytest-palw.certificate", "verdict": {"certified": True, "reasons": []}}
 
 
-def _certify(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_palw.cli", "certify", *args],
-                          capture_output=True, text=True, timeout=900, cwd=cwd)
-
-
 def _stale(path: Path) -> Path:
     path.write_text(json.dumps(CERTIFIED))
     return path
 
 
-def test_collect_only_never_reads_back_an_old_certificate(tmp_path):
+def test_collect_only_never_reads_back_an_old_certificate(tmp_path, run_palw):
     """The stale CERTIFIED file is replaced by this run's verdict: nothing ran, nothing certified."""
     certificate = _stale(tmp_path / "palw-certificate.json")
-    result = _certify("--require-certified", f"--certificate={certificate}", "--", "--collect-only",
+    result = run_palw("certify", "--require-certified", f"--certificate={certificate}", "--", "--collect-only",
                       "-p", "no:cacheprovider", cwd=tmp_path)
     assert result.returncode != 0, result.stdout[-2000:]
     assert "CERTIFIED" not in result.stdout + result.stderr
@@ -41,20 +34,20 @@ def test_collect_only_never_reads_back_an_old_certificate(tmp_path):
     assert any(reason.startswith("--collect-only") for reason in verdict["reasons"]), verdict["reasons"]
 
 
-def test_a_pytest_that_fails_to_start_leaves_no_old_certificate_or_page(tmp_path):
+def test_a_pytest_that_fails_to_start_leaves_no_old_certificate_or_page(tmp_path, run_palw):
     """A bad -p stops pytest before any plugin hook: `palw certify` removed the old JSON and page first."""
     certificate = _stale(tmp_path / "palw-certificate.json")
     page = certificate.with_suffix(".html")
     page.write_text("<h1>CERTIFIED</h1>")
-    result = _certify("--require-certified", f"--certificate={certificate}", "--", "-p", "no_such_plugin_x",
+    result = run_palw("certify", "--require-certified", f"--certificate={certificate}", "--", "-p", "no_such_plugin_x",
                       cwd=tmp_path)
     assert result.returncode != 0 and "no certificate written" in result.stdout
     assert not certificate.exists() and not page.exists()
 
 
-def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path):
+def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path, run_palw):
     certificate = _stale(tmp_path / "palw-certificate.json")
-    result = _certify("--require-certified", f"--certificate={certificate}",
+    result = run_palw("certify", "--require-certified", f"--certificate={certificate}",
                       f"--model={tmp_path / 'missing.gguf'}", "--", "-p", "no:cacheprovider", cwd=tmp_path)
     assert result.returncode != 0
     assert "CERTIFIED" not in result.stdout + result.stderr
@@ -138,11 +131,11 @@ def test_a_device_class_without_goldens_is_one_reason(pytester, tmp_path):
     assert not document["verdict"]["certified"]
 
 
-def test_setup_plan_is_never_certified(tmp_path):
+def test_setup_plan_is_never_certified(tmp_path, run_palw):
     """The issue's own command on this host: `palw certify --require-certified -- --setup-plan`. No case
     body runs; the verdict names the cases that did not run and the GPU tiers, and the exit is non-zero."""
     certificate = tmp_path / "palw-certificate.json"
-    result = _certify("--require-certified", f"--certificate={certificate}", "--", "--setup-plan", "-p",
+    result = run_palw("certify", "--require-certified", f"--certificate={certificate}", "--", "--setup-plan", "-p",
                       "no:cacheprovider", cwd=tmp_path)
     assert result.returncode != 0, result.stdout[-3000:]
     document = json.loads(certificate.read_text())
@@ -161,13 +154,13 @@ def test_setup_plan_is_never_certified(tmp_path):
      "expected case(s) never reported (first: conformance/test_reject_index.py::test_reject_v2[180])"),
     (["-p", "no:randomly"], "PINNED-tier case(s) not run"),
 ], ids=["setup-only", "python-functions", "deselect-one-reject-case", "no-randomly"])
-def test_palw_certify_refuses_each_route_on_the_real_suite(tmp_path, route, reason):
+def test_palw_certify_refuses_each_route_on_the_real_suite(tmp_path, route, reason, run_palw):
     """The real suite on this host's CPU runtime: never certified (the GPU tiers cannot run here),
     `--require-certified` exits non-zero, and each route is named for what it did. A plugin option
     that drops nothing leaves only the GPU tiers' reasons."""
     certificate = tmp_path / "palw-certificate.json"
-    result = _certify("--require-certified", f"--certificate={certificate}", "--", *route, "-p", "no:cacheprovider",
-                      cwd=tmp_path)
+    result = run_palw("certify", "--require-certified", f"--certificate={certificate}", "--", *route,
+                      "-p", "no:cacheprovider", cwd=tmp_path)
     assert result.returncode != 0, result.stdout[-2000:]
     verdict = json.loads(certificate.read_text())["verdict"]
     assert verdict["certified"] is False and any(reason in line for line in verdict["reasons"]), verdict["reasons"]
@@ -198,10 +191,11 @@ def test_pytest_alone_writes_the_page_beside_the_certificate(pytester, tmp_path)
     assert f"{document['verdict']['passed']} of {document['verdict']['expected']} expected cases passed" in page
 
 
-def test_certify_writes_its_verdict_and_the_report_beside_it(tmp_path):
+def test_certify_writes_its_verdict_and_the_report_beside_it(tmp_path, run_palw):
     """`palw certify` on this host (CPU tier): an honest verdict, and the HTML page next to the JSON."""
     certificate = tmp_path / "palw-certificate.json"
-    result = _certify(f"--certificate={certificate}", "-n", "2", "--", "-p", "no:cacheprovider", cwd=tmp_path)
+    result = run_palw("certify", f"--certificate={certificate}", "-n", "2", "--", "-p", "no:cacheprovider",
+                      cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     document = json.loads(certificate.read_text())
     assert document["verdict"]["certified"] is False
@@ -210,11 +204,11 @@ def test_certify_writes_its_verdict_and_the_report_beside_it(tmp_path):
     assert "NOT CERTIFIED" in page.read_text().upper()
 
 
-def test_certify_runs_with_the_suites_plugins_only(tmp_path):
+def test_certify_runs_with_the_suites_plugins_only(tmp_path, run_palw):
     """A plugin the host happens to have (here pytest-benchmark and hypothesis, installed with the
     test extra) is not loaded into a certification; the certificate names the plugins that were."""
     certificate = tmp_path / "certificate.json"
-    result = _certify(f"--certificate={certificate}", "--", "-p", "no:cacheprovider", "-k",
+    result = run_palw("certify", f"--certificate={certificate}", "--", "-p", "no:cacheprovider", "-k",
                       "test_class_counts", cwd=tmp_path)
     assert certificate.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
     document = json.loads(certificate.read_text())

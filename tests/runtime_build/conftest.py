@@ -7,27 +7,12 @@ fixture; everything a test writes goes under its tmp_path.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_palw.build.patching import apply_patch_set, copy_tree, current_patch_set
 from pytest_palw.build.source import locate_source, materialize
-
-
-@pytest.fixture(scope="session")
-def run_palw():
-    """``run_palw("build", "--source", x)``: the CLI in a child process, as a user runs it."""
-
-    def run(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pytest_palw.cli", *map(str, args)],
-                              capture_output=True, text=True, env={**os.environ, **(env or {})},
-                              timeout=timeout)
-
-    return run
 
 
 @pytest.fixture(scope="session")
