@@ -19,11 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_palw.runtime.caller import TraceCaller  # noqa: E402
+from pytest_palw.runtime.caller import (
+    DIGEST_NAMES,  # noqa: E402
+    TraceCaller,  # noqa: E402
+)
 from pytest_palw.runtime.discovery import discover  # noqa: E402
 from pytest_palw.runtime.library import Runtime, RuntimeBuild  # noqa: E402
 from pytest_palw.runtime.run import run_trace  # noqa: E402
-from pytest_palw.runtime.caller import DIGEST_NAMES  # noqa: E402
 from pytest_palw.session import kernel_digest  # noqa: E402
 
 

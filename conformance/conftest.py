@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_palw.models.launch_table import expected_launches, expected_mmvq_launches
+from pytest_palw.fixtures.oracles.launch_table import expected_launches, expected_mmvq_launches
 
 
 def pytest_configure(config):
@@ -29,7 +29,7 @@ def ffi(palw_runtime):
 
 @pytest.fixture(scope="session")
 def launch_table(palw_session, palw_model):
-    """The expected 361-launch order for this model's widths (fixtures/launch_table.py)."""
+    """The expected 361-launch order for this model's widths (fixtures/oracles/launch_table.py)."""
     return expected_launches(palw_session.model_profile.table_profile())
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_palw.models.launch_table import V1_COUNT, class_counts
+from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, class_counts
 
 pytestmark = pytest.mark.palw_cpu
 

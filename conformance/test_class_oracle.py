@@ -3,14 +3,14 @@ types) is the type llama.cpp's own Q4_K_M quantizer gives that weight.
 
 The oracle is the quantizer of the runtime under test's libllama (llama_model_quantize, not a
 line of ours), run on an all-F32 GGUF of the 36-layer Qwen3 topology
-(pytest_palw.models.quantizer_oracle). Its result goes into the certificate
+(pytest_palw.fixtures.oracles.quantizer). Its result goes into the certificate
 (notes.class_oracle): the quantizer's Q4_K/Q6_K counts, the tensors compared and every
 disagreement.
 """
 
 import pytest
 
-from pytest_palw.models.quantizer_oracle import disagreements, llama_cpp_types
+from pytest_palw.fixtures.oracles.quantizer import disagreements, llama_cpp_types
 
 pytestmark = pytest.mark.palw_cpu
 

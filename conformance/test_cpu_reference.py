@@ -16,7 +16,7 @@ associations (test_non_mutation (b), pinned tier).
 import numpy as np
 import pytest
 
-from pytest_palw.models.launch_table import V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 
 pytestmark = pytest.mark.palw_cpu
 

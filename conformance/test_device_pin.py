@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pytest_palw.build.choice import PALW_DEFAULT_PIN
-from pytest_palw.models.launch_table import V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.pin_probe import run_child
 from pytest_palw.runtime.run import run_trace

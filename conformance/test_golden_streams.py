@@ -8,8 +8,8 @@ fixtures/goldens/test_golden_streams/ and are reviewed like code.
 
 import pytest
 
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.goldens import GoldenStreamExtension, device_label, golden_for, model_label
-from pytest_palw.models.launch_table import V2_COUNT
 from pytest_palw.runtime.codec import ENCODED_SIZE, structural
 
 

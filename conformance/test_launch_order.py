@@ -1,12 +1,12 @@
 """Claim: one-token discovery yields the 361 launches in the graph's fixed order (V1: 253).
 
-One case per index; the expectation is the table in fixtures/launch_table.py,
+One case per index; the expectation is the table in fixtures/oracles/launch_table.py,
 derived from the Qwen3 graph and the Q4_K_M rule, not from the runtime.
 """
 
 import pytest
 
-from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, V2_COUNT
 
 pytestmark = pytest.mark.palw_cpu
 

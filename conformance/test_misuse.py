@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from pytest_palw.models.launch_table import V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.discovery import Discovery
 from pytest_palw.runtime.names import fault_name, status_name
@@ -202,7 +202,7 @@ def test_invalid_context_policy(field, version, palw_runtime, palw_discovery, pa
 @pytest.mark.palw_gpu
 @pytest.mark.parametrize("fixture", MODEL_FIELDS)
 def test_wrong_model_profile(fixture, palw_runtime, palw_discovery, palw_session, palw_context):
-    from pytest_palw.models.catalog import ensure_negative
+    from pytest_palw.fixtures.models.catalog import ensure_negative
 
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     model = palw_runtime.load_model(ensure_negative(fixture))

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from pytest_palw.models.launch_table import V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.paths import FIXTURES_DIR
 from pytest_palw.runtime.reference import reference_run
 from pytest_palw.runtime.run import run_trace
@@ -185,7 +185,7 @@ def test_observer_sketches_vary(observer_runs):
 
 @pytest.mark.palw_cpu
 def test_observer_refuses_other_profiles(palw_session):
-    from pytest_palw.models.catalog import ensure_model
+    from pytest_palw.fixtures.models.catalog import ensure_model
 
     narrow = ensure_model("tiny")  # 256 embd, 512 vocab: not the 8B profile
     result, lines = _run_observer(_observer(palw_session), narrow, "graph")

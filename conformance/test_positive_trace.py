@@ -7,7 +7,7 @@ template): the launch table's launch at its index (position, class, layer, stage
 model file's tensors (the weight's shape; the approved association's weight has the file's type
 and shape and is the graph tensor of the weight's file name),
 the model file's attention geometry, and the seed patch's kernel identities
-(fixtures/kernel_identities.py). Only an attention record's grid and block are checked against the
+(fixtures/oracles/kernel_identities.py). Only an attention record's grid and block are checked against the
 kernel's own description of its launch (kernel info): the table holds no launch dimensions.
 """
 
@@ -16,8 +16,8 @@ import subprocess
 
 import pytest
 
-from pytest_palw.models.kernel_identities import seed_identities
-from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.fixtures.oracles.kernel_identities import seed_identities
+from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, V2_COUNT
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.run import run_trace
 from pytest_palw.runtime.verify import STAGE_OF, dimension_mismatches, table_mismatches

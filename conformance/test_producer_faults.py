@@ -27,7 +27,6 @@ launch it through the runtime's producer, as mul_mat_vec_q is launched. No model
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import re
 import subprocess
@@ -36,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_palw.build.lock import exclusive
 from pytest_palw.build.toolchain import nvcc_path, tool_version
+from pytest_palw.cache import exclusive, key_of, sha256_file
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, TOY_CAPTURE_KERNEL, cache_dir
 from pytest_palw.runtime import templates
 from pytest_palw.runtime.names import status_name
@@ -271,7 +270,7 @@ def hook_dir(build) -> Path:
     for directory in (Path(build.runtime_dir), NATIVE_RUNTIME_DIR):
         files = [directory / HEADER, directory / HOOK]
         if all(f.is_file() for f in files) and all(
-                recorded.get(f.name) in (None, hashlib.sha256(f.read_bytes()).hexdigest()) for f in files):
+                recorded.get(f.name) in (None, sha256_file(f)) for f in files):
             return directory
     raise AssertionError(f"neither {build.runtime_dir} nor {NATIVE_RUNTIME_DIR} holds the {HEADER} and {HOOK} "
                          "this runtime was built with (manifest digests): check out the commit the runtime "
@@ -292,8 +291,8 @@ def build_probe(hook: Path, sm_arch: int, nvcc: Path | None = None, cudart: str 
         command += ["-cudart", "shared"]
     if os.environ.get("CUDAHOSTCXX"):
         command += ["-ccbin", os.environ["CUDAHOSTCXX"]]
-    key = hashlib.sha256(repr((PROBE_SOURCE, TOY_CAPTURE_KERNEL.read_bytes(), (hook / HEADER).read_bytes(),
-                               (hook / HOOK).read_bytes(), command, tool_version(nvcc))).encode()).hexdigest()[:16]
+    key = key_of(PROBE_SOURCE, TOY_CAPTURE_KERNEL.read_bytes(), (hook / HEADER).read_bytes(),
+                 (hook / HOOK).read_bytes(), command, tool_version(nvcc))
     target = cache_dir("probes") / f"palw-fault-probe-{key}.so"
     with exclusive(target.with_suffix(".lock"), what="building the fault probe"):
         if not target.is_file():

@@ -16,7 +16,7 @@ VARIANTS = ["rope-sections-3", "rope-sections-4", "ssm-dt-bias", "ssm-dt-plain",
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_loads_and_decodes_one_token(variant, palw_runtime):
-    from pytest_palw.models.catalog import ensure_qwen35moe
+    from pytest_palw.fixtures.models.catalog import ensure_qwen35moe
 
     model = palw_runtime.load_model(ensure_qwen35moe(variant))
     try:

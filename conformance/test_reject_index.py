@@ -11,7 +11,7 @@ table's launch at that index, and the one fault names that same operation.
 
 import pytest
 
-from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, V2_COUNT
 from pytest_palw.runtime.caller import refused_mismatches
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.run import run_trace

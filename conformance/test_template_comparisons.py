@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_palw.models.launch_table import V2_COUNT, V2_FIRST
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT, V2_FIRST
 from pytest_palw.paths import SEED_PATCH
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.run import run_trace

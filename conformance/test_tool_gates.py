@@ -4,7 +4,7 @@ that differs from the pinned Qwen3-8B profile in any one field its profile gate 
 own message, exit status 3 and nothing on stdout, and gets past the gate on the same model with no
 field changed.
 
-The models are pytest_palw.models.catalog's gate models: the full profile (Qwen3-8B shapes, Q4_K_M
+The models are pytest_palw.fixtures.models.catalog's gate models: the full profile (Qwen3-8B shapes, Q4_K_M
 layout) with zero tensor data in a sparse file, each negative changed in one field alone
 (GATE_NEGATIVES), and the control changed in none. One case per (tool, gated field) runs the tool on
 that field's negative; the control case runs it on the control. Both tools refuse after loading the
@@ -31,8 +31,8 @@ import subprocess
 import pytest
 
 from pytest_palw.build.choice import PALW_DEFAULT_PIN
-from pytest_palw.models.catalog import GATE_CONTROL, GATE_NEGATIVES, GATE_VALUES, ensure_gate_model
-from pytest_palw.models.profiles import PROFILES
+from pytest_palw.fixtures.models.catalog import GATE_CONTROL, GATE_NEGATIVES, GATE_VALUES, ensure_gate_model
+from pytest_palw.fixtures.models.profiles import PROFILES
 from pytest_palw.paths import SEED_PATCH
 from pytest_palw.topology import FILE_TYPE_Q4_K_M
 

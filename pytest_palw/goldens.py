@@ -19,7 +19,7 @@ import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
 from pytest_palw import __version__
-from pytest_palw.build.digests import remembered_sha256, sha256_bytes
+from pytest_palw.cache import remembered_sha256, sha256_bytes
 from pytest_palw.paths import FIXTURES_DIR
 from pytest_palw.selection import GOLDEN_WRITING_OPTIONS
 

@@ -9,7 +9,7 @@ asset                             in the checkout   installed from a wheel (site
 the conformance suite             ``conformance/``  ``pytest_palw/conformance/``
 seed patch, ``overlays/``         ``patches/``      ``pytest_palw/patches/``
 native runtime, ``SPEC.md``       ``native/``       ``pytest_palw/native/``
-recipes, launch table, goldens    ``fixtures/``     ``pytest_palw/models/``  
+recipes, launch table, goldens    ``fixtures/``     ``pytest_palw/fixtures/``  
 ================================  ================  ===========================================
 
 An asset is found where Python imports its package from: a wheel installs it inside
@@ -53,7 +53,7 @@ NATIVE_DIR = _asset_dir("native", "native")
 NATIVE_RUNTIME_DIR = NATIVE_DIR / "runtime-palw" / "cuda"
 # The foreign kernel the producer fault cases compile (the device self-test's too).
 TOY_CAPTURE_KERNEL = NATIVE_DIR / "tests" / "toy_capture_kernel.cuh"
-FIXTURES_DIR = _asset_dir("models", "fixtures")
+FIXTURES_DIR = _asset_dir("fixtures", "fixtures")
 
 
 def cache_root() -> Path:

@@ -8,7 +8,7 @@ import pytest
 from pytest_palw import options
 from pytest_palw.session import PalwSession
 
-pytest_plugins = ["pytest_palw.fixtures"]
+pytest_plugins = ["pytest_palw.pytest_fixtures"]
 
 _KEY = pytest.StashKey[PalwSession]()
 

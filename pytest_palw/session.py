@@ -22,7 +22,7 @@ import pytest
 
 from pytest_palw import options as opts
 from pytest_palw import paths
-from pytest_palw.build.digests import remembered_sha256, sha256_file, sha256_stream
+from pytest_palw.cache import remembered_sha256, sha256_file, sha256_stream
 from pytest_palw.certificate.inventory import witness_id
 from pytest_palw.errors import PalwError, RuntimeLibraryError
 from pytest_palw.runtime.caller import DIGEST_NAMES
@@ -171,7 +171,7 @@ class PalwSession:
     def model_path(self) -> Path:
         spec = self.option("palw_model")
         if spec.startswith("profile:"):
-            from pytest_palw.models.catalog import ensure_model  # the synthetic generator
+            from pytest_palw.fixtures.models.catalog import ensure_model  # the synthetic generator
 
             return ensure_model(spec.split(":", 1)[1])
         return Path(spec).expanduser().resolve()

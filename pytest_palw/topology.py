@@ -4,7 +4,7 @@ The patch fixes these: the seed tools' profile gates (qwen3, 36 layers, 32/8 hea
 attention metadata llama-context.cpp attaches (32 query heads, 8 KV heads, head dim 128, a KV view
 padded to 256 cells for a one-token decode). Every consumer imports them from here: the model
 check (runtime), the synthetic profiles, the launch table (oracle) and the cases. The launch and
-class counts are not here: they are derived from the launch table (pytest_palw.models.launch_table).
+class counts are not here: they are derived from the launch table (pytest_palw.fixtures.oracles.launch_table).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_palw import __version__
-from pytest_palw.build.digests import tree_digest, tree_files
 from pytest_palw.build.patching import apply_patch_set, copy_tree, current_patch_set
 from pytest_palw.build.pruning import prune
 from pytest_palw.build.source import (
@@ -30,6 +29,7 @@ from pytest_palw.build.source import (
     locate_source,
     materialize,
 )
+from pytest_palw.cache import tree_digest, tree_files
 from pytest_palw.errors import SourceError
 from pytest_palw.paths import cache_dir
 

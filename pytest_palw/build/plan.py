@@ -8,10 +8,10 @@ from pathlib import Path
 from pytest_palw import paths
 from pytest_palw.build.cache_key import KeyInputs, build_dir_name, cache_key
 from pytest_palw.build.config import BuildConfig, missing_cuda_sources, trace_available
-from pytest_palw.build.digests import tree_digest, tree_file_digests
 from pytest_palw.build.patching import PatchSet, check_recorded, current_patch_set
 from pytest_palw.build.source import SourceRef, locate_source
 from pytest_palw.build.toolchain import Toolchain, detect
+from pytest_palw.cache import tree_digest, tree_file_digests
 from pytest_palw.errors import BuildError
 
 

@@ -17,8 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_palw.build.digests import sha256_file, tree_digest
-from pytest_palw.build.lock import exclusive
+from pytest_palw.cache import exclusive, sha256_file, tree_digest
 from pytest_palw.errors import SourceError
 from pytest_palw.paths import cache_dir
 from pytest_palw.progress import Progress

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import shutil
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_palw.cache import sha256_file
 from pytest_palw.errors import ToolMissingError
 
 INSTALL_HINTS = {
@@ -75,7 +75,7 @@ def _identity(path: Path) -> str:
 def file_digest(path: Path) -> str:
     """sha256 of the compiler's own file: a wrapper script around the same gcc differs here."""
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        return sha256_file(Path(path))[:16]
     except OSError as error:
         return f"unreadable ({error.strerror})"
 

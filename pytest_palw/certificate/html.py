@@ -53,8 +53,8 @@ def _outcome(case: dict) -> str:
 
 def _launch_table(model: dict | None):
     """The suite's own launch table for the certificate's model widths (else full topology)."""
-    from pytest_palw.models.launch_table import expected_launches
-    from pytest_palw.models.profiles import PROFILES
+    from pytest_palw.fixtures.models.profiles import PROFILES
+    from pytest_palw.fixtures.oracles.launch_table import expected_launches
     from pytest_palw.runtime.model_check import ModelProfile
 
     profile = PROFILES["full"]

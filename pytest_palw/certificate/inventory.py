@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from pytest_palw import __version__, paths
-from pytest_palw.build.digests import sha256_bytes, sha256_file, tree_digest
+from pytest_palw.cache import sha256_bytes, sha256_file, tree_digest
 from pytest_palw.tiers import EXEMPT, tier_of
 
 SUITE_PREFIX = "conformance/"  # the inventory names cases as a checkout's node ids do
@@ -314,7 +314,7 @@ def suite_digest() -> dict:
               if not any(asset == path or asset in path.parents for asset in assets)]
     parts = {
         "conformance": (paths.CONFORMANCE_DIR, sorted(paths.CONFORMANCE_DIR.glob("*.py"))),
-        "launch_table": (models, [models / "launch_table.py", models / "profiles.py"]),
+        "launch_table": (models, [models / "oracles" / "launch_table.py", models / "models" / "profiles.py"]),
         "goldens": (models / "goldens", sorted((models / "goldens").rglob("*.bin"))
                     + sorted((models / "goldens").rglob("*.json"))),
         "schema": (paths.PACKAGE_DIR / "certificate", [paths.PACKAGE_DIR / "certificate" / "schema.json"]),

@@ -10,14 +10,13 @@ lib dir; nothing of ours is in the binary.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_palw.build.lock import exclusive
 from pytest_palw.build.toolchain import find_tool, tool_version
+from pytest_palw.cache import exclusive, key_of, sha256_file
 from pytest_palw.paths import cache_dir
 
 SOURCE = "tests/test-backend-ops.cpp"
@@ -67,8 +66,8 @@ def build_binary(source_dir: Path, include_dir: Path, lib_dir: Path) -> Path:
                              "compiler the runtime was built with, or set CXX")
     command = [str(cxx), "-std=c++17", "-O2", "-I", str(include_dir), str(source), "-L", str(lib_dir),
                "-lggml", "-lggml-base", f"-Wl,-rpath,{lib_dir}", "-pthread"]
-    libraries = [hashlib.sha256((Path(lib_dir) / name).read_bytes()).hexdigest() for name in LIBRARIES]
-    key = hashlib.sha256(repr((source.read_bytes(), command, libraries, tool_version(cxx))).encode()).hexdigest()[:16]
+    libraries = [sha256_file(Path(lib_dir) / name) for name in LIBRARIES]
+    key = key_of(source.read_bytes(), command, libraries, tool_version(cxx))
     target = cache_dir("probes") / f"test-backend-ops-{key}"
     with exclusive(target.with_suffix(".lock"), what="building llama.cpp's test-backend-ops"):
         if not target.is_file():

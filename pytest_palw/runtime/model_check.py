@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_palw.build.digests import remembered
+from pytest_palw.cache import remembered
 from pytest_palw.errors import ModelProfileError
-from pytest_palw.models.launch_table import PINNED_CLASS_COUNTS
+from pytest_palw.fixtures.oracles.launch_table import PINNED_CLASS_COUNTS
 from pytest_palw.topology import (
     ARCHITECTURE,
     FILE_TYPE_Q4_K_M,
@@ -74,7 +74,7 @@ class ModelProfile:
     def table_profile(self):
         """The launch-table profile (fixtures.profiles.Profile) of this model: its widths and its
         weight types as the file states them (the launch classes follow the file)."""
-        from pytest_palw.models.profiles import Profile
+        from pytest_palw.fixtures.models.profiles import Profile
 
         return Profile(self.path.name, n_embd=self.n_embd, n_ff=self.n_ff, n_vocab=self.n_vocab,
                        n_ctx_train=0, weight_types=tuple(sorted(self.weight_types.items())) or None)

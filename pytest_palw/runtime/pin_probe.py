@@ -17,15 +17,14 @@ it prints one JSON line with the trace's statuses.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from pytest_palw.build.lock import exclusive
 from pytest_palw.build.toolchain import nvcc_path, tool_version
+from pytest_palw.cache import exclusive, key_of
 from pytest_palw.paths import cache_dir
 
 REPORTED_CC_VARIABLE = "PALW_REPORTED_CC"
@@ -96,7 +95,7 @@ def build_shim() -> Path:
     command = [str(nvcc), "-shared", "-Xcompiler", "-fPIC", "-cudart", "none"]
     if os.environ.get("CUDAHOSTCXX"):
         command += ["-ccbin", os.environ["CUDAHOSTCXX"]]
-    key = hashlib.sha256(repr((SHIM_SOURCE, command, tool_version(nvcc))).encode()).hexdigest()[:16]
+    key = key_of(SHIM_SOURCE, command, tool_version(nvcc))
     target = cache_dir("probes") / f"palw-reported-cc-{key}.so"
     with exclusive(target.with_suffix(".lock"), what="building the device pin shim"):
         if not target.is_file():

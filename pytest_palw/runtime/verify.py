@@ -70,9 +70,9 @@ def record_mismatches(ffi, record, index: int, expected: Candidate, infos, lib) 
 def table_mismatches(ffi, lib, record, launch, geometry, identity, weight=None, association=None,
                      weight_data: int | None = None) -> list[str]:
     """A committed record against what the runtime under test did not write: ``launch``, the
-    launch table's launch at the record's index (fixtures/launch_table.py: position, class, layer,
+    launch table's launch at the record's index (fixtures/oracles/launch_table.py: position, class, layer,
     shapes), ``geometry`` (the model file's attention shapes and the pinned KV cells),
-    ``identity`` (the seed patch's kernel identity of that class, fixtures/kernel_identities.py)
+    ``identity`` (the seed patch's kernel identity of that class, fixtures/oracles/kernel_identities.py)
     and, for an MMVQ launch, ``weight`` = (ggml type name, [ne0, ne1]) of the launch's weight as
     the model file states it, with ``association``, the association the runtime approved for that
     launch (its src0 is the weight the kernel read: the file's type and shape) and ``weight_data``,

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from pytest_palw.certificate import inventory
-from pytest_palw.models.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, V2_COUNT
 from pytest_palw.paths import CONFORMANCE_DIR, PROJECT_ROOT
 
 

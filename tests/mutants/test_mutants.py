@@ -41,7 +41,7 @@ def test_every_cpu_protection_has_a_mutant():
     """Issue 13's CPU-checkable protections: host codec, generator rule, loader fixes, refusals."""
     cpu = [m for m in MUTANTS if m.tier == "cpu"]
     assert {m.root for m in cpu} == {"native", "fixtures", "source"}
-    assert any(m.root == "fixtures" and m.path == "profiles.py" for m in cpu)
+    assert any(m.root == "fixtures" and m.path == "models/profiles.py" for m in cpu)
     # the refusal a CPU runtime gives a valid request (no backend exposes the PALW procs)
     assert any(m.path == "src/llama-context.cpp" and "get_api_fn == nullptr" in m.old for m in cpu)
 
@@ -81,7 +81,7 @@ def test_a_fixtures_mutant_is_what_the_run_imports(tmp_path):
     """The tier's processes import the mutated copy of fixtures/ and cache models privately."""
     mutant = next(m for m in MUTANTS if m.root == "fixtures")
     probe = ("import palw_mutant_fixtures, inspect\n"
-             "from pytest_palw.models import model_cache, profiles\n"
+             "from pytest_palw.fixtures.models import model_cache, profiles\n"
              f"print({mutant.new!r} in inspect.getsource(profiles), model_cache.models_dir())\n")
     with cpu_copy(mutant, dict(os.environ), []) as (env, options):
         assert options == ["-p", "palw_mutant_fixtures"]
@@ -102,7 +102,7 @@ def test_cpu_mutants_are_killed(tmp_path, run_palw):
     assert {name: r["verdict"] for name, r in by_name.items()} == dict.fromkeys(cpu, "killed"), result.stdout[-4000:]
     assert result.returncode == 0 and "cpu mutation score" in result.stdout
     # The generator's rule is caught by the independent oracle, not only by cases sharing the rule.
-    rule = next(m.name for m in MUTANTS if m.root == "fixtures" and m.path == "profiles.py")
+    rule = next(m.name for m in MUTANTS if m.root == "fixtures" and m.path == "models/profiles.py")
     assert any(case.startswith("tests/fixtures/test_q4_k_m_oracle.py::") for case in by_name[rule]["new_failures"])
     # Afterwards the private build is the unmutated runtime again: the loader cases pass.
     from pytest_palw.build import api

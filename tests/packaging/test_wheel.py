@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from pytest_palw.build import api
-from pytest_palw.build.digests import sha256_bytes, tree_digest, tree_file_digests
+from pytest_palw.cache import sha256_bytes, tree_digest, tree_file_digests
 from pytest_palw.options import OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ TIMEOUT = 600
 SEED = "patches/llama.cpp-palw-full.patch"
 RUNTIME = "native/runtime-palw/cuda"
 # Where each repository directory lands inside the wheel (pyproject.toml's package-dir).
-IN_WHEEL = {"conformance": "pytest_palw/conformance", "fixtures": "pytest_palw/models",
+IN_WHEEL = {"conformance": "pytest_palw/conformance", "fixtures": "pytest_palw/fixtures",
             "native": "pytest_palw/native", "patches": "pytest_palw/patches"}
 
 
@@ -124,7 +124,7 @@ def test_the_wheel_carries_every_asset(wheel):
     wanted = [SEED, "patches/overlays/series", *(f"patches/overlays/{name}" for name in _overlays()),
               "native/SPEC.md", "native/tests/toy_capture_kernel.cuh", *goldens, "fixtures/goldens/SHIPPED.json",
               "fixtures/observer.schema.json",
-              "fixtures/launch_table.py", "fixtures/qwen3_recipe.py", "conformance/__init__.py", "conformance/conftest.py",
+              "fixtures/oracles/launch_table.py", "fixtures/models/qwen3_recipe.py", "conformance/__init__.py", "conformance/conftest.py",
               *(path.relative_to(REPO).as_posix() for path in (REPO / "conformance").glob("test_*.py"))]
     missing = [name for name in wanted if in_wheel(name) not in files]
     assert not missing, missing

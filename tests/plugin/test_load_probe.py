@@ -26,7 +26,7 @@ def test_a_clean_exit_or_ordinary_error_is_left_to_the_in_process_load(returncod
 def test_the_real_cpu_runtime_loads_the_tiny_model(cpu_build):
     """The probe's child itself: it must load the model and exit 0 (a failed load exits 1, which
     LoadProbe.check leaves to the in-process load, so calling that alone would pass)."""
-    from pytest_palw.models.catalog import ensure_model
+    from pytest_palw.fixtures.models.catalog import ensure_model
 
     manifest = cpu_build
     result = subprocess.run([sys.executable, "-m", "pytest_palw.runtime.load_probe", str(manifest.path),

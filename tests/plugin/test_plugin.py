@@ -21,7 +21,7 @@ def _one_line_error(result) -> str:
 
 
 def test_wrong_architecture_stops_the_session(pytester):
-    from pytest_palw.models.catalog import ensure_negative
+    from pytest_palw.fixtures.models.catalog import ensure_negative
 
     model = ensure_negative("wrong-arch")
     result = _run(pytester, str(CONFORMANCE_DIR / "test_class_counts.py"), f"--palw-model={model}")
@@ -32,7 +32,7 @@ def test_wrong_architecture_stops_the_session(pytester):
 
 
 def test_truncated_model_stops_the_session(pytester):
-    from pytest_palw.models.catalog import ensure_negative
+    from pytest_palw.fixtures.models.catalog import ensure_negative
 
     result = _run(pytester, str(CONFORMANCE_DIR / "test_class_counts.py"),
                   f"--palw-model={ensure_negative('truncated')}")

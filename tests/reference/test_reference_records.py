@@ -7,7 +7,7 @@ golden CPU reference stream and the conformance cases rely on it); what runs nat
 is certified in conformance/test_cpu_reference.py.
 """
 
-from pytest_palw.models.launch_table import V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.verify import record_mismatches
 
@@ -38,14 +38,14 @@ def test_records_match_discovery(palw_cpu_reference, palw_runtime):
 
 
 def _stand_in_identity(ffi, info):
-    from pytest_palw.models.kernel_identities import KernelIdentity
+    from pytest_palw.fixtures.oracles.kernel_identities import KernelIdentity
 
     return KernelIdentity(*(bytes(ffi.buffer(getattr(info.actual_identity, name), 32)) for name in
                             ("producer_variant_id", "work_entry_point_id", "capture_implementation_id")))
 
 
 def _table_problems(trace, runtime, session, identity_of) -> dict[int, list[str]]:
-    from pytest_palw.models.launch_table import expected_launches
+    from pytest_palw.fixtures.oracles.launch_table import expected_launches
     from pytest_palw.runtime.verify import table_mismatches
 
     ffi, lib, model = runtime.ffi, runtime.lib, session.model_profile
@@ -66,8 +66,8 @@ def test_the_table_oracle_accepts_the_reference_records_and_names_each_wrong_fie
     seed identities), on records whose every field but the identities is right: with the stand-in
     identities they pass; with the seed patch's identities each names the identity; a record with
     one field changed is named by that field."""
-    from pytest_palw.models.kernel_identities import seed_identities
-    from pytest_palw.models.launch_table import V2_FIRST, expected_launches
+    from pytest_palw.fixtures.oracles.kernel_identities import seed_identities
+    from pytest_palw.fixtures.oracles.launch_table import V2_FIRST, expected_launches
 
     ffi, infos, trace = palw_runtime.ffi, palw_cpu_reference.caller.infos, palw_cpu_reference
     stand_in = {klass: _stand_in_identity(ffi, info) for klass, info in (
@@ -96,7 +96,7 @@ def test_a_refused_launch_is_described_from_the_association_the_runtime_gave(pal
     refused_launch names its class, layer and operation from it. Here the associations are the
     CPU reference's (the llama bridge's rules over the real graph); at each class's first index
     and at the output head the description is the launch table's launch."""
-    from pytest_palw.models.launch_table import V2_FIRST, expected_launches
+    from pytest_palw.fixtures.oracles.launch_table import V2_FIRST, expected_launches
     from pytest_palw.runtime.caller import TraceCaller, refused_launch, refused_mismatches
     from pytest_palw.runtime.reference import _decoded, cpu_reference_infos
 

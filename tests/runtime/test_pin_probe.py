@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from pytest_palw.build.toolchain import nvcc_path
-from pytest_palw.models.catalog import ensure_model
-from pytest_palw.models.launch_table import V2_COUNT
+from pytest_palw.fixtures.models.catalog import ensure_model
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.runtime.pin_probe import REPORTED_CC_VARIABLE, build_shim
 
 

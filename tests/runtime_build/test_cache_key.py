@@ -133,8 +133,8 @@ def test_unpatched_reference_plan(inputs):
 
 def test_unpatched_refuses_a_pin_and_a_patched_archive(inputs, tmp_path, monkeypatch):
     from pytest_palw.build import archive
-    from pytest_palw.build.digests import tree_digest
     from pytest_palw.build.source import MARKER_SCHEMA
+    from pytest_palw.cache import tree_digest
     from pytest_palw.errors import BuildError
 
     monkeypatch.setenv("PALW_CACHE_DIR", str(tmp_path / "cache"))

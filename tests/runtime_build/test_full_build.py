@@ -10,8 +10,8 @@ import pytest
 
 from pytest_palw import paths
 from pytest_palw.build import api
-from pytest_palw.build.digests import sha256_file, tree_digest
 from pytest_palw.build.manifest import MANIFEST_NAME, Manifest
+from pytest_palw.cache import sha256_file, tree_digest
 
 
 @pytest.fixture(scope="session")

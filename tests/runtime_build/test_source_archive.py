@@ -12,7 +12,6 @@ import pytest
 from pytest_palw import paths
 from pytest_palw.build import archive, pruning
 from pytest_palw.build.config import BuildConfig, trace_available
-from pytest_palw.build.digests import tree_digest
 from pytest_palw.build.source import (
     MARKER_NAME,
     MARKER_SCHEMA,
@@ -21,6 +20,7 @@ from pytest_palw.build.source import (
     read_archive_marker,
 )
 from pytest_palw.build.toolchain import detect
+from pytest_palw.cache import tree_digest
 from pytest_palw.errors import SourceError
 
 

@@ -71,7 +71,7 @@ def test_whole_build_with_the_static_wrapper(static_cxx, tmp_path, sdist_source)
     """`palw build` with CXX/CC set to static-libstdc++ wrappers (a build of its own: the effective
     compiler is in the key, test_cache_key) passes the structure check and decodes `tiny` in Python."""
     from pytest_palw.build import api
-    from pytest_palw.models.catalog import ensure_model
+    from pytest_palw.fixtures.models.catalog import ensure_model
 
     gcc = shutil.which("gcc")
     cc = static_cxx.with_name("gcc")

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.util
 import sys
 import sysconfig
-from contextlib import contextmanager
 from pathlib import Path
 
 import cffi
 
+from pytest_palw.cache import exclusive
 from pytest_palw.errors import ToolMissingError
 from pytest_palw.paths import cache_dir
-
-
-@contextmanager
-def _locked(path: Path):
-    """Serialize builds of one extension across xdist workers and processes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _digest(*parts: object) -> str:
@@ -58,7 +45,7 @@ def build_extension(
             key = _digest(key, header)
     name = f"_{prefix}_{key[:16]}"
     target = cache_dir("bindings") / name
-    with _locked(cache_dir("bindings") / f"{name}.lock"):
+    with exclusive(cache_dir("bindings") / f"{name}.lock", what=f"building the cffi extension {name}"):
         built = sorted(target.glob(f"{name}*.so"))
         if not built:
             ffi = cffi.FFI()

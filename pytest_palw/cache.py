@@ -1,10 +1,16 @@
-"""sha256 of files, byte strings and directory trees (names + contents)."""
+"""The caches' helpers, one copy each: sha256 of files, byte strings, trees and keys; digests
+remembered beside a file; one process at a time per cache entry (an OS lock, freed if its holder dies).
+
+Where the caches are is pytest_palw/paths.py's to say (``cache_dir``)."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -140,3 +146,27 @@ def tree_digest(root: Path, file_digests: dict[str, str] | None = None) -> str:
     for name in sorted(file_digests):
         digest.update(name.encode() + b"\0" + file_digests[name].encode() + b"\n")
     return digest.hexdigest()
+
+
+def key_of(*parts: object) -> str:
+    """A cache key: 16 hex digits of the sha256 of the parts' repr (bytes, strings, tuples of them)."""
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+# -- one process per cache entry (pytest-xdist workers, two shells) ------------------------------------
+
+
+@contextmanager
+def exclusive(path: Path, *, what: str):
+    """Hold ``path``'s lock for the block; says on stderr when it waits for another process."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"palw: waiting for another process {what} (lock {path})", file=sys.stderr)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
