@@ -19,14 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_palw.runtime.caller import (
-    DIGEST_NAMES,  # noqa: E402
-    TraceCaller,  # noqa: E402
-)
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT  # noqa: E402
+from pytest_palw.runtime.caller import DIGEST_NAMES, TraceCaller  # noqa: E402
 from pytest_palw.runtime.discovery import discover  # noqa: E402
+from pytest_palw.runtime.kernel_digest import kernel_digest  # noqa: E402
 from pytest_palw.runtime.library import Runtime, RuntimeBuild  # noqa: E402
 from pytest_palw.runtime.run import run_trace  # noqa: E402
-from pytest_palw.session import kernel_digest  # noqa: E402
 
 
 def _summary(samples: list[float]) -> dict:
@@ -70,7 +68,7 @@ def measure(model, token: int, candidates, digests, repeat: int) -> dict:
             run = run_trace(timed, caller, token)
         traced_case.append(time.perf_counter() - start)
         traced_decode.append(timed.decode_seconds or float("nan"))
-        assert run.record_count == 361, f"traced run committed {run.record_count} records"
+        assert run.record_count == V2_COUNT, f"traced run committed {run.record_count} records"
     drop = slice(2, None)
     result = {"untraced_decode": _summary(untraced_decode[drop]),
               "traced_decode": _summary(traced_decode[drop]),

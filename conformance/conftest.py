@@ -30,10 +30,10 @@ def ffi(palw_runtime):
 @pytest.fixture(scope="session")
 def launch_table(palw_session, palw_model):
     """The expected 361-launch order for this model's widths (fixtures/oracles/launch_table.py)."""
-    return expected_launches(palw_session.model_profile.table_profile())
+    return expected_launches(palw_session.model_profile)
 
 
 @pytest.fixture(scope="session")
 def mmvq_table(palw_session, palw_model):
     """The expected 253-launch V1 (MMVQ-only) order."""
-    return expected_mmvq_launches(palw_session.model_profile.table_profile())
+    return expected_mmvq_launches(palw_session.model_profile)

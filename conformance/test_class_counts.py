@@ -2,11 +2,12 @@
 
 import pytest
 
-from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, class_counts
+from pytest_palw.fixtures.oracles.launch_table import class_counts
+from pytest_palw.fixtures.oracles.seed_counts import claimed_class_counts, smoke_constants
 
 pytestmark = pytest.mark.palw_cpu
 
-EXPECTED = {"q4_k": 216, "q6_k": 37, "attention_qk": 36, "attention_softmax": 36, "attention_pv": 36}
+EXPECTED = claimed_class_counts()  # the seed smoke's EXPECTED_*_COUNT constants, per class
 
 
 @pytest.mark.parametrize("klass", sorted(EXPECTED))
@@ -25,9 +26,9 @@ def test_table_agrees_with_claim(launch_table):
 
 def test_v1_stream_count(palw_discovery):
     mmvq = palw_discovery.mmvq
-    assert len(mmvq) == V1_COUNT
-    assert sum(c.klass == "q4_k" for c in mmvq) == 216
-    assert sum(c.klass == "q6_k" for c in mmvq) == 37
+    assert len(mmvq) == smoke_constants()["LAUNCH"]
+    assert sum(c.klass == "q4_k" for c in mmvq) == EXPECTED["q4_k"]
+    assert sum(c.klass == "q6_k" for c in mmvq) == EXPECTED["q6_k"]
 
 
 @pytest.mark.parametrize("klass", sorted(EXPECTED))

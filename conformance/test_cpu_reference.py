@@ -9,7 +9,7 @@ output back right after it is computed. The validator is
 palw_cuda_llama_trace_association_is_supported_v2, the codec record_codec.cpp, both through the host
 ABI (cffi); the stream itself is golden (test_golden_streams). Not certified here: the records'
 contents, which the smoke's approve logic rewritten in Python makes with stand-in kernel identities
-(tests/reference checks them against discovery), nor that the patch itself builds these
+(tests/runtime/test_reference_records.py checks them against discovery), nor that the patch itself builds these
 associations (test_non_mutation (b), pinned tier).
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
+from pytest_palw.marks import each_launch
 
 pytestmark = pytest.mark.palw_cpu
 
@@ -27,7 +28,7 @@ def test_reference_decode_succeeds(palw_cpu_reference):
     assert len(reference.tiles) == V2_COUNT
 
 
-@pytest.mark.parametrize("index", range(V2_COUNT))
+@each_launch("CPU reference record")
 def test_reference_record(index, palw_cpu_reference, lib):
     """Launch ``index``: its association passes the native validator, its record the native codec."""
     associations = palw_cpu_reference.reference.associations

@@ -6,7 +6,8 @@ derived from the Qwen3 graph and the Q4_K_M rule, not from the runtime.
 
 import pytest
 
-from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
+from pytest_palw.marks import each_launch
 
 pytestmark = pytest.mark.palw_cpu
 
@@ -22,7 +23,7 @@ def test_discovery_completes(palw_discovery):
     assert len(palw_discovery.candidates) == V2_COUNT
 
 
-@pytest.mark.parametrize("index", range(V2_COUNT))
+@each_launch("order")
 def test_mixed_launch(index, palw_discovery, launch_table):
     expected = launch_table[index]
     assert index < len(palw_discovery.candidates), f"stream ends at {len(palw_discovery.candidates)}"
@@ -36,7 +37,7 @@ def test_mixed_launch(index, palw_discovery, launch_table):
         assert got.layer == expected.layer
 
 
-@pytest.mark.parametrize("index", range(V1_COUNT))
+@each_launch("order V1", stream="v1")
 def test_mmvq_launch(index, palw_discovery, mmvq_table):
     expected = mmvq_table[index]
     stream = palw_discovery.mmvq

@@ -25,6 +25,7 @@ import pytest
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.discovery import Discovery
+from pytest_palw.runtime.model_check import mismatches
 from pytest_palw.runtime.names import fault_name, status_name
 
 REQUEST_FIELDS = ["abi_version", "struct_size", "expected_count", "capacity", "producer_context",
@@ -103,7 +104,7 @@ def test_attach_requires_a_cuda_trace_backend(version, palw_runtime, palw_discov
     compatible = (lib.palw_cuda_llama_trace_request_is_compatible_v2 if version == 2
                   else lib.palw_cuda_llama_mmvq_request_is_compatible_v1)
     assert compatible(owned) and request.producer_context == ffi.NULL, "the request itself is malformed"
-    assert palw_session.model_profile.mismatches() == [], "the model is not the pinned Qwen3-8B topology"
+    assert mismatches(palw_session.model_profile) == [], "the model is not the pinned Qwen3-8B topology"
     context = palw_context()  # the pinned policy (verified), never evaluated, no state imported
     before = bytes(ffi.buffer(request))
     status = _attach(lib, context, caller)

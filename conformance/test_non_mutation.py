@@ -21,7 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from pytest_palw.fixtures.models.profiles import PROFILES
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
+from pytest_palw.marks import each_launch
 from pytest_palw.paths import FIXTURES_DIR
 from pytest_palw.runtime.reference import reference_run
 from pytest_palw.runtime.run import run_trace
@@ -70,7 +72,7 @@ def test_default_scheduling_is_unchanged_by_a_trace(palw_trace, palw_context, pa
 
 
 @pytest.mark.palw_pinned
-@pytest.mark.parametrize("index", range(V2_COUNT))
+@each_launch("association")
 def test_association_matches_discovery(index, palw_trace, palw_discovery, lib):
     associations = palw_trace.caller.associations
     assert len(associations) == V2_COUNT
@@ -136,8 +138,8 @@ def _run_observer(tool, model, mode):
 
 @pytest.fixture(scope="module")
 def observer_runs(palw_session, palw_model):
-    profile = palw_session.model_profile
-    if profile.n_embd != 4096 or profile.n_vocab != 151936:
+    profile, full = palw_session.model_profile, PROFILES["full"]
+    if (profile.n_embd, profile.n_vocab) != (full.n_embd, full.n_vocab):
         pytest.skip("llama-palw-observer accepts only the full Qwen3-8B shapes (4096 embd, 151936 "
                     "vocab): run with --palw-model=profile:full or a real Qwen3-8B Q4_K_M GGUF")
     tool = _observer(palw_session)

@@ -16,8 +16,11 @@ import subprocess
 
 import pytest
 
+from pytest_palw.fixtures.models.profiles import PROFILES
 from pytest_palw.fixtures.oracles.kernel_identities import seed_identities
 from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.marks import each_launch
+from pytest_palw.runtime.codec import ENCODED_SIZE
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.run import run_trace
 from pytest_palw.runtime.verify import STAGE_OF, dimension_mismatches, table_mismatches
@@ -75,12 +78,12 @@ def _record_problems(run, index, launch, palw_session, palw_discovery, ffi, lib)
     return problems
 
 
-@pytest.mark.parametrize("index", range(V2_COUNT))
+@each_launch("record V2")
 def test_v2_record(index, palw_trace, launch_table, palw_session, palw_discovery, ffi, lib):
     assert _record_problems(palw_trace, index, launch_table[index], palw_session, palw_discovery, ffi, lib) == []
 
 
-@pytest.mark.parametrize("index", range(V1_COUNT))
+@each_launch("record V1", stream="v1")
 def test_v1_record(index, palw_trace_v1, mmvq_table, palw_session, palw_discovery, ffi, lib):
     assert _record_problems(palw_trace_v1, index, mmvq_table[index], palw_session, palw_discovery, ffi, lib) == []
 
@@ -89,7 +92,7 @@ def test_v1_record(index, palw_trace_v1, mmvq_table, palw_session, palw_discover
 def test_c_codec_equals_python_encoder(stream, request):
     run = request.getfixturevalue(stream)
     assert run.c_stream is not None, "the runtime's backend API offered no encode_record"
-    assert len(run.python_stream) == run.record_count * 452
+    assert len(run.python_stream) == run.record_count * ENCODED_SIZE
     assert run.c_stream == run.python_stream
 
 
@@ -108,7 +111,7 @@ def palw_reference(palw_model, palw_token):
     return reference_run(palw_model, palw_token)
 
 
-@pytest.mark.parametrize("index", range(V2_COUNT))
+@each_launch("device sketch")
 def test_device_sketch_equals_host_sketch(index, palw_trace, palw_reference):
     """Reference: the untraced decode with every node its own scheduler split (pytest_palw.runtime.reference)."""
     assert palw_reference.decode_status == 0 and len(palw_reference.tiles) == V2_COUNT
@@ -128,7 +131,8 @@ def test_fingerprint_equals_seed_smoke(palw_trace, palw_session, palw_token):
     smoke = tools.get("smoke")
     if not smoke:
         pytest.fail("the runtime manifest names no llama-palw-mmvq-smoke (a cuda build has it)")
-    if palw_session.model_profile.n_embd != 4096 or palw_session.model_profile.n_vocab != 151936:
+    profile, full = palw_session.model_profile, PROFILES["full"]
+    if (profile.n_embd, profile.n_vocab) != (full.n_embd, full.n_vocab):
         pytest.skip("the seed smoke tool accepts only the full Qwen3-8B shapes: run with "
                     "--palw-model=profile:full (or a real Qwen3-8B Q4_K_M GGUF)")
     digest = palw_session.kernel_digests["q4_k"].hex()

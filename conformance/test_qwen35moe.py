@@ -2,7 +2,7 @@
 rope.dimension_sections, ssm_dt with and without ".bias", bundled v.* / mtp.* sibling tensors,
 and full-attention layers whose head counts differ from layer 0. Each fixture loads and decodes
 one token on the patched runtime. On the unpatched 0.3.34 tree rope-sections-3, ssm-dt-plain,
-bundled-v-mtp and per-layer-heads fail to load (tests/fixtures/test_gguf_runtime_load.py pins
+bundled-v-mtp and per-layer-heads fail to load (tests/fixtures/models/test_gguf_runtime_load.py pins
 each error); rope-sections-4 and ssm-dt-bias load there too and are the controls."""
 
 import numpy as np

@@ -11,7 +11,8 @@ table's launch at that index, and the one fault names that same operation.
 
 import pytest
 
-from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
+from pytest_palw.marks import each_launch
 from pytest_palw.runtime.caller import refused_mismatches
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.run import run_trace
@@ -61,13 +62,13 @@ def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime,
         "the fault names another operation than the one approve refused"
 
 
-@pytest.mark.parametrize("index", range(V2_COUNT))
+@each_launch("reject V2")
 def test_reject_v2(index, palw_context, palw_caller, palw_token, palw_runtime, launch_table, palw_discovery):
     _reject(2, index, palw_context, palw_caller, palw_token, palw_runtime, launch_table[index],
             palw_discovery.loaded_weights)
 
 
-@pytest.mark.parametrize("index", range(V1_COUNT))
+@each_launch("reject V1", stream="v1")
 def test_reject_v1(index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table, palw_discovery):
     _reject(1, index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table[index],
             palw_discovery.loaded_weights)

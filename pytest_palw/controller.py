@@ -1,10 +1,12 @@
-"""The controlling process: what had to pass, what was reported, the certificate.
+"""The controlling process: what the run certifies, what had to pass, what was reported, the certificate.
 
 Registered as a plugin in the process that runs the session (xdist's controller, or the only
-process without xdist), as xdist's DSession is. Before any case runs it reads the expected
-inventory from the suite's sources; it then receives every case report (the workers' too) and
-every worker's facts, and at the end builds the certificate once: the verdict is a join of the
-inventory with the reports (certificate/verdict.py), never a count of what happened to be reported.
+process without xdist), as xdist's DSession is. Before any worker starts it resolves the runtime
+build and the model once, checks them in one line each and hands them to every worker
+(runtime/resolve.py); before any case runs it reads the expected inventory from the suite's
+sources; it then receives every case report (the workers' too) and every worker's facts, and at
+the end builds the certificate once: the verdict is a join of the inventory with the reports
+(certificate/verdict.py), never a count of what happened to be reported.
 """
 
 from __future__ import annotations
@@ -14,9 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.certificate import Certificate, page_path
+from pytest_palw import options as opts
+from pytest_palw import paths
+from pytest_palw.certificate import Certificate
 from pytest_palw.certificate import inventory as inventories
-from pytest_palw.selection import golden_recording_reasons, partial_run_reasons, run_mode_reasons
+from pytest_palw.certificate.facts import pytest_statement
+from pytest_palw.runtime.kernel_digest import parse_kernel_digest
+from pytest_palw.runtime.library import require_palw_library
+from pytest_palw.runtime.load_probe import LoadProbe
+from pytest_palw.selection import argument_path, golden_recording_reasons, partial_run_reasons, run_mode_reasons
+from pytest_palw.session import HANDED_MANIFEST, HANDED_MODEL, HANDED_RUNTIME_LINE, or_exit
 from pytest_palw.tiers import tier_of
 
 
@@ -27,15 +36,78 @@ class Controller:
         self.certificate = Certificate()
         self.expected = False  # the suite was asked for: a verdict is owed
         self.stop_message: str | None = None  # pytest.exit's or Ctrl-C's, as pytest reported it
+        self.load_probe: LoadProbe | None = None
         chosen = session.option("palw_certificate")
         self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
 
-    # -- before any case ---------------------------------------------------------------------------
-    def discard_old_certificate(self) -> None:
-        """A certificate file on disk speaks for the run that wrote it: an older one must not
-        survive a run that stops early or runs no case (it would still say CERTIFIED)."""
-        discard(self.path)
+    def requested(self) -> bool:
+        """Does this run reach the conformance suite (or name a PALW option)?"""
+        config = self.config
+        if opts.explicitly_set(config):
+            return True
+        args = config.args or []
+        suite = paths.CONFORMANCE_DIR
+        for arg in args:
+            target = argument_path(arg, config.invocation_params.dir, config.option.pyargs)
+            if target == suite or suite in target.parents or target in suite.parents:
+                return True
+        return not args and Path(config.rootpath) == suite.parent
 
+    # -- before any worker starts: what the run certifies, resolved once -------------------------------
+    def pytest_sessionstart(self, session) -> None:
+        self.palw.mark("session_start")
+        if self.requested() and not session.config.option.collectonly:
+            or_exit(self.preflight)
+
+    def preflight(self) -> None:
+        """Fail fast, in one line, on a wrong option, a wrong model or an unpatched library; start
+        the load probe (awaited before the first case)."""
+        palw = self.palw
+        palw.mark("preflight_start")
+        parse_kernel_digest(palw.option("palw_kernel_digest"))
+        palw.resolved_model  # noqa: B018 (resolves and checks the model's profile, once)
+        palw.mark("model_checked")
+        build = palw.build
+        palw.mark("runtime_chosen")
+        if palw.runtime_line:
+            self.say(palw.runtime_line)
+        require_palw_library(build.lib_dir)
+        self.load_probe = LoadProbe(build.manifest_path or build.lib_dir, palw.resolved_model.path)
+        palw.mark("probe_started")
+
+    @pytest.hookimpl(optionalhook=True)  # xdist's: `-p no:xdist` must still work
+    def pytest_configure_node(self, node) -> None:
+        """Every worker runs the build and the model resolved here (the session's, unchanged)."""
+        palw = self.palw
+        if "build" in palw.__dict__ and palw.build.manifest_path:
+            node.workerinput[HANDED_MANIFEST] = str(palw.build.manifest_path)
+            node.workerinput[HANDED_RUNTIME_LINE] = palw.runtime_line
+        if "resolved_model" in palw.__dict__:
+            node.workerinput[HANDED_MODEL] = palw.resolved_model.to_wire()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session):
+        """Before the first case (under xdist: while the workers start and collect): the expected
+        inventory, the pytest statement, the load probe's verdict."""
+        if self.requested():
+            self.expect()
+            self.certificate.facts["pytest"] = pytest_statement(self.config)
+        or_exit(self.await_preflight)
+        return (yield)
+
+    def await_preflight(self) -> None:
+        """The load probe's verdict (RuntimeLibraryError), once, before any case runs."""
+        probe, self.load_probe = self.load_probe, None
+        if probe is not None:
+            probe.check()
+            self.palw.mark("probe_done")
+
+    def say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"palw: {line}")
+
+    # -- before any case -----------------------------------------------------------------------------
     def expect(self) -> None:
         """The expected inventory and the suite digest, from the suite's sources (before any case)."""
         self.expected = True
@@ -121,13 +193,6 @@ class Controller:
             verdict = self.certificate.document["verdict"]
             print(f"palw: judged again with pytest's final exit status {code}: "
                   + ("CERTIFIED" if verdict["certified"] else "not certified: " + "; ".join(verdict["reasons"])))
-
-
-def discard(path: Path | None) -> None:
-    """An older certificate (and its page) must not survive this run: it would speak for it."""
-    if path:
-        path.unlink(missing_ok=True)
-        page_path(path).unlink(missing_ok=True)
 
 
 def default_category(report) -> str:

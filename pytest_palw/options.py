@@ -69,7 +69,7 @@ def discard_named_certificate(early_config) -> None:
         except ValueError:  # no such ini key registered: the plugin's options are not added yet
             chosen = None
     if chosen:
-        from pytest_palw.controller import discard
+        from pytest_palw.certificate import discard
 
         discard(Path(chosen).resolve())
 

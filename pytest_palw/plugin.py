@@ -1,5 +1,6 @@
 """pytest-palw: hooks only, each handing over to the process's PalwSession (session.py); the
-controlling process also registers a Controller (controller.py) with hooks of its own."""
+controlling process also registers a Controller (controller.py) with hooks of its own (resolving
+what the run certifies, handing it to the workers, the inventory, the reports, the certificate)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def pytest_addoption(parser):
 
 def pytest_load_initial_conftests(early_config):
     """Before the arguments are checked: a run that ends in a usage error must not leave an older
-    certificate standing either (the controller removes one named in an ini file at configure)."""
+    certificate standing either (named on the command line, in $PALW_CERTIFICATE or in an ini file)."""
     options.discard_named_certificate(early_config)
 
 
@@ -35,10 +36,18 @@ def pytest_cmdline_main(config):
     try:
         status = yield
     except BaseException as error:
-        PalwSession.close(config.stash.get(_KEY, None), None, error)
+        close(config, None, error)
         raise
-    PalwSession.close(config.stash.get(_KEY, None), status)
+    close(config, status)
     return status
+
+
+def close(config, status, error=None) -> None:
+    """The controller's final verdict and write; a process that never configured (a usage error) or
+    a worker has nothing to close."""
+    session = config.stash.get(_KEY, None)
+    if session is not None and session.controller is not None:
+        session.controller.close(status, error)
 
 
 def pytest_configure(config):
@@ -47,12 +56,11 @@ def pytest_configure(config):
 
 
 def pytest_sessionstart(session):
-    palw_session(session.config).start(session)
+    palw_session(session.config).mark("session_start")
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session):
-    palw_session(session.config).before_first_case()  # under xdist: while the workers start and collect
     try:
         return (yield)
     finally:
@@ -92,11 +100,6 @@ def pytest_runtest_makereport(item, call):
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item):
     palw_session(item.config).mark("last_case_end", first=False)
-
-
-@pytest.hookimpl(optionalhook=True)  # xdist hooks: `-p no:xdist` must still work
-def pytest_configure_node(node):
-    palw_session(node.config).configure_node(node.workerinput)
 
 
 def pytest_sessionfinish(session):

@@ -24,7 +24,7 @@ KV_CELLS = 256
 @dataclass(frozen=True)
 class AttentionGeometry:
     """The attention shapes of a one-token decode: what discovery matches, what an approved
-    attention launch and its record carry. Read from the model (``ModelProfile.attention``)."""
+    attention launch and its record carry. Read from the model (``Profile.attention``)."""
 
     query_heads: int
     key_value_heads: int

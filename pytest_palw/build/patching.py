@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_palw import paths
+from pytest_palw.build.source import SDIST_NAME, SDIST_VERSION
 from pytest_palw.cache import sha256_file
 from pytest_palw.errors import PatchError, ToolMissingError
 
@@ -160,7 +161,7 @@ def hunk_headers(patch_text: str) -> dict[str, list[tuple[int, str]]]:
 def describe_failure(patch: Path, patch_text: str, stderr: str, tree: Path, role: str) -> str:
     """One line: which patch, which file, which hunk, and what to do."""
     if role == "seed patch":
-        fix = ("the seed patch targets the llama.cpp vendored in llama-cpp-python 0.3.34: pass "
+        fix = (f"the seed patch targets the llama.cpp vendored in {SDIST_NAME} {SDIST_VERSION}: pass "
                "an unpatched tree of that version as --source (or none)")
         if (tree / "tools" / "palw-observer" / "PALW_PATCHSET").is_file():
             fix = ("the source already carries a PALW patch (tools/palw-observer/PALW_PATCHSET): "

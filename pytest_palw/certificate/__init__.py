@@ -42,6 +42,7 @@ class CaseResult:
     body: str | None = None  # the case the call's function body ran to its end as (the plugin's witness)
     crashed: bool = False  # its worker died while running it (xdist's crash report)
     unknown: list[str] = field(default_factory=list)  # categories pytest does not name
+    launch: dict | None = None  # {index (V2 order), label, stream} of a case about one launch (session.launch_of)
     started_at: float | None = None  # Unix time the case's setup began (in its worker)
     finished_at: float | None = None  # and its last report ended
 
@@ -50,6 +51,7 @@ class CaseResult:
         if getattr(report, "start", None) is not None:
             self.started_at = min(self.started_at or report.start, report.start)
             self.finished_at = max(self.finished_at or report.stop, report.stop)
+        self.launch = getattr(report, "palw_launch", None) or self.launch
         node = getattr(report, "node", None)  # set by xdist in the controller
         if node is not None:
             self.worker = node.gateway.id
@@ -207,6 +209,13 @@ def page_path(path) -> Path:
     """Where the HTML page of the certificate at ``path`` goes: beside it, ``<stem>.html``."""
     path = Path(path)
     return path.with_suffix(".html") if path.suffix != ".html" else path.with_name(f"{path.name}.html")
+
+
+def discard(path) -> None:
+    """An older certificate (and its page) must not survive this run: it would speak for it."""
+    if path:
+        Path(path).unlink(missing_ok=True)
+        page_path(path).unlink(missing_ok=True)
 
 
 def load(path) -> dict:

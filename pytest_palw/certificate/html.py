@@ -22,19 +22,7 @@ TEMPLATE = "report.html.j2"
 FAIL_COLOUR = "#c62828"  # the one failure colour: banner, failing cells, failure list
 CLASS_LABELS = {"q4_k": "Q4_K", "q6_k": "Q6_K", "attention_qk": "QK",
                 "attention_softmax": "softmax", "attention_pv": "PV"}
-# Parametrized cases about one launch index: (module, function) -> (label, stream). A V1 index
-# counts MMVQ launches only; it is mapped back to its place in the 361-launch (V2) order.
-INDEX_CASES = {
-    ("test_launch_order.py", "test_mixed_launch"): ("order", "v2"),
-    ("test_launch_order.py", "test_mmvq_launch"): ("order V1", "v1"),
-    ("test_cpu_reference.py", "test_reference_record"): ("CPU reference record", "v2"),
-    ("test_reject_index.py", "test_reject_v2"): ("reject V2", "v2"),
-    ("test_reject_index.py", "test_reject_v1"): ("reject V1", "v1"),
-    ("test_positive_trace.py", "test_v2_record"): ("record V2", "v2"),
-    ("test_positive_trace.py", "test_v1_record"): ("record V1", "v1"),
-    ("test_positive_trace.py", "test_device_sketch_equals_host_sketch"): ("device sketch", "v2"),
-    ("test_non_mutation.py", "test_association_matches_discovery"): ("association", "v2"),
-}
+_RANK = ("passed", "skipped", "failed")  # _outcome's values, better first
 FAILED = ("failed", "error", "xpassed", "xfailed")  # case outcomes of a claim that did not hold
 SMOKE_CASE = ("test_positive_trace.py", "test_fingerprint_equals_seed_smoke")
 _NODE = re.compile(r"(?:^|/)(test_\w+\.py)::(\w+)(?:\[(.*)\])?$")
@@ -52,39 +40,32 @@ def _outcome(case: dict) -> str:
 
 
 def _launch_table(model: dict | None):
-    """The suite's own launch table for the certificate's model widths (else full topology)."""
-    from pytest_palw.fixtures.models.profiles import PROFILES
+    """The suite's own launch table for the certificate's model widths (else the full profile)."""
+    from pytest_palw.fixtures.models.profiles import PROFILES, Profile
     from pytest_palw.fixtures.oracles.launch_table import expected_launches
-    from pytest_palw.runtime.model_check import ModelProfile
 
     profile = PROFILES["full"]
     fields = (model or {}).get("profile") or {}
     if all(fields.get(name) for name in ("n_embd", "n_ff", "n_vocab")):
-        names = ("architecture", "n_layer", "n_head", "n_head_kv", "head_dim", "file_type",
-                 "n_embd", "n_ff", "n_vocab")
-        profile = ModelProfile(Path(model.get("path") or "model.gguf"),
-                               **{name: fields.get(name) for name in names}).table_profile()
+        widths = {name: fields[name] for name in ("n_embd", "n_ff", "n_vocab")}  # the pinned topology's table
+        profile = Profile(Path(model.get("path") or "model.gguf").name, **widths)
     return expected_launches(profile)
 
 
 def launch_cells(document: dict) -> list[dict]:
-    """One cell per expected launch: class, layer, tensor, outcome and the cases behind it."""
+    """One cell per expected launch: class, layer, tensor, outcome and the cases behind it (each
+    case's launch as its run recorded it: CaseResult.launch)."""
     launches = _launch_table(document.get("model"))
-    mmvq = [launch.index for launch in launches if not launch.klass.startswith("attention")]
+    mmvq = {launch.index for launch in launches if not launch.klass.startswith("attention")}
+    streams = launch_families(document)  # label -> stream
     by_index: dict[int, dict[str, str]] = {launch.index: {} for launch in launches}
-    for case in document.get("cases", []):
-        module, function, param = _parse(case.get("id") or case["nodeid"])
-        kind = INDEX_CASES.get((module, function))
-        if kind is None or not (param or "").isdigit():
-            continue
-        label, stream = kind
-        index = int(param) if stream == "v2" else (mmvq[int(param)] if int(param) < len(mmvq) else None)
-        if index in by_index:
-            by_index[index][label] = _outcome(case)
+    for case, launch in case_launches(document):
+        if launch["index"] in by_index:  # two cases of one family at one launch: the worse outcome
+            results = by_index[launch["index"]]
+            results[launch["label"]] = max(results.get(launch["label"], "passed"), _outcome(case), key=_RANK.index)
     cells = []
     for launch in launches:
-        wanted = [label for label, stream in INDEX_CASES.values()
-                  if stream == "v2" or launch.index in mmvq]
+        wanted = [label for label, stream in streams.items() if stream == "v2" or launch.index in mmvq]
         results = {label: by_index[launch.index].get(label, "not run") for label in wanted}
         outcomes = set(results.values())
         outcome = ("failed" if "failed" in outcomes else "passed" if outcomes == {"passed"} else "not-run")
@@ -95,6 +76,29 @@ def launch_cells(document: dict) -> list[dict]:
         cells.append({"index": launch.index, "klass": launch.klass, "layer": launch.layer,
                       "role": launch.role, "tensor": tensor, "outcome": outcome, "title": "\n".join(lines)})
     return cells
+
+
+def launch_families(document: dict) -> dict[str, str]:
+    """label -> stream of every family of launch cases in the certified run's inventory."""
+    functions = (document.get("inventory") or {}).get("functions") or []
+    families = {f["launch"]["label"]: f["launch"]["stream"] for f in functions if f.get("launch")}
+    if families:
+        return families
+    from pytest_palw.certificate.legacy import INDEX_CASES
+
+    return dict(INDEX_CASES.values())
+
+
+def case_launches(document: dict) -> list[tuple[dict, dict]]:
+    """(case, its launch) for every case about one launch. A certificate written before the run
+    recorded them has none: its launches are read from its case ids (legacy.py), and its families
+    are the ones the page knew then."""
+    cases = document.get("cases", [])
+    if any("launch" in case for case in cases):
+        return [(case, case["launch"]) for case in cases if case.get("launch")]
+    from pytest_palw.certificate.legacy import launches_from_ids
+
+    return launches_from_ids(cases, _launch_table(document.get("model")))
 
 
 def module_claims(document: dict) -> list[dict]:

@@ -27,6 +27,7 @@ import pytest
 
 from pytest_palw import __version__, paths
 from pytest_palw.cache import sha256_bytes, sha256_file, tree_digest
+from pytest_palw.marks import LAUNCH_MARK
 from pytest_palw.tiers import EXEMPT, tier_of
 
 SUITE_PREFIX = "conformance/"  # the inventory names cases as a checkout's node ids do
@@ -45,6 +46,7 @@ class Family:
     function: str  # "conformance/test_x.py::test_f"
     tier: str
     params: tuple[str, ...] | None = None
+    launch: tuple[str, str] | None = None  # (label, stream) of a family about one launch each (marks.each_launch)
 
     def ids(self) -> list[str]:
         if self.params is None:
@@ -85,7 +87,8 @@ class Inventory:
         return {"size": len(self.ids), "required": len(self.required), "sha256": self.digest,
                 "exempt": [{"id": case, "reason": reason} for case, reason in sorted(self.exempt.items())],
                 "functions": [{"function": family.function, "tier": family.tier,
-                               "params": None if family.params is None else compact(family.params)}
+                               "params": None if family.params is None else compact(family.params),
+                               **({"launch": dict(zip(("label", "stream"), family.launch))} if family.launch else {})}
                               for family in self.families],
                 "claims": dict(self.claims)}
 
@@ -156,7 +159,9 @@ def build(suite_dir: Path | None = None) -> Inventory:
             marks = _marks(obj) + module_marks
             where = f"{path.name}::{name}"
             tier = tier_of(mark.name for mark in marks) or "cpu"  # the plugin marks an unmarked case cpu
-            families.append(Family(f"{SUITE_PREFIX}{where}", tier, _parameter_ids(marks, where)))
+            launch = next(((mark.args[0], mark.kwargs.get("stream", "v2"))
+                           for mark in marks if mark.name == LAUNCH_MARK), None)
+            families.append(Family(f"{SUITE_PREFIX}{where}", tier, _parameter_ids(marks, where), launch))
     if not families:
         raise InventoryError(f"no test function in {suite_dir}/test_*.py: the suite is missing")
     return Inventory(tuple(families), claims)

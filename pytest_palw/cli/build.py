@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from pytest_palw.build.choice import PALW_DEFAULT_PIN
 from pytest_palw.build.config import DEFAULT_CUDA_ARCH, VARIANTS
+from pytest_palw.build.source import SDIST_NAME, SDIST_VERSION
 
 
 def register(subparsers) -> None:
@@ -24,7 +26,7 @@ def _positive(text: str) -> int:
 def _register_build(subparsers) -> None:
     parser = subparsers.add_parser(
         "build", help="build the PALW-patched llama.cpp runtime (cached by its inputs)",
-        description="Patch llama.cpp (from llama-cpp-python 0.3.34) with the PALW seed patch and "
+        description=f"Patch llama.cpp (from {SDIST_NAME} {SDIST_VERSION}) with the PALW seed patch and "
                     "overlays, build libllama/libggml and the PALW tools, and write "
                     "palw-manifest.json. A second run with the same inputs reuses the build.")
     parser.add_argument("--variant", choices=VARIANTS, default="cpu", help="default: cpu")
@@ -34,7 +36,7 @@ def _register_build(subparsers) -> None:
     parser.add_argument("--pinned-cc", type=int, metavar="N",
                         help="pass -DPALW_CUDA_PINNED_CC=N (default for --variant cuda: the visible "
                              "GPU's compute capability, e.g. 900 on an H200; without a GPU the "
-                             "pinned-cc overlay's default, 890)")
+                             f"pinned-cc overlay's default, {PALW_DEFAULT_PIN})")
     parser.add_argument("--source", type=Path, metavar="PATH",
                         help="an unpatched llama.cpp directory, the sdist .tar.gz, or a file made "
                              "by `palw source` (default: download the sdist from PyPI once)")

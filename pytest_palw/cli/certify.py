@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_palw.certificate import page_path
-from pytest_palw.controller import discard
+from pytest_palw.certificate import discard, page_path
 from pytest_palw.paths import CONFORMANCE_DIR, PACKAGE_DIR
 
 # The plugins a certification runs with, and no others: a plugin the host happens to have (a
@@ -48,7 +47,6 @@ def run(args) -> int:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]
     certificate = Path(args.certificate)
-    discard(certificate.resolve())  # only a verdict written by this run may stand (JSON and page)
     received = _Controller()
     try:
         code = int(run_without_autoload(argv + list(args.pytest_args), plugins=[received]))
@@ -57,6 +55,9 @@ def run(args) -> int:
         code = 1
     document = received.document
     if document is None or not certificate.is_file():
+        # pytest stopped before the plugin's first hook (it discards an older one there), e.g. a
+        # -p plugin that does not import: an older certificate must not stand for this run.
+        discard(certificate.resolve())
         print(f"palw: no certificate written to {certificate}: the session ended before its verdict (see "
               "above), so nothing is certified")
         return code or 1

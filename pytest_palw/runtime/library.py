@@ -24,6 +24,21 @@ from pytest_palw.runtime.callbacks import eval_callback_address, install
 MANIFEST_NAME = "palw-manifest.json"
 CONTEXT_TOKENS = 512  # the smoke's CONTEXT_TOKENS
 INT32_MAX = 2**31 - 1
+PALW_SYMBOL = "llama_palw_cuda_trace_attach_v2"  # a libllama exporting it is a PALW trace build
+
+
+def not_a_palw_library(lib_dir: Path) -> RuntimeLibraryError:
+    return RuntimeLibraryError(f"{lib_dir}/libllama.so exports no llama_palw_* functions: it is not a PALW trace "
+                               "build; build one with `palw build` and pass it with --palw-lib")
+
+
+def require_palw_library(lib_dir: Path) -> None:
+    """Before anything loads it: the library exists and exports the PALW trace (RuntimeLibraryError)."""
+    libllama = Path(lib_dir) / "libllama.so"
+    if not libllama.is_file():
+        raise RuntimeLibraryError(f"{libllama} is missing: rebuild with `palw build`")
+    if PALW_SYMBOL.encode() + b"\x00" not in libllama.read_bytes():
+        raise not_a_palw_library(lib_dir)
 
 
 @dataclass(frozen=True)
@@ -125,10 +140,8 @@ class Runtime:
     def __init__(self, build: RuntimeBuild):
         self.build = build
         self.llama = load_llama_cpp(build.lib_dir, build.binding_python_path)
-        if not hasattr(self.llama._lib, "llama_palw_cuda_trace_attach_v2"):
-            raise RuntimeLibraryError(
-                f"{build.lib_dir}/libllama.so has no llama_palw_* symbols: it is not a PALW trace "
-                "build; build one with `palw build` (trace ON) and pass it with --palw-lib")
+        if not hasattr(self.llama._lib, PALW_SYMBOL):
+            raise not_a_palw_library(build.lib_dir)
         self.abi = load_runtime_abi(RuntimeLayout(build.lib_dir, build.source_dir, build.runtime_dir))
         self.ffi, self.lib = self.abi.ffi, self.abi.lib
         install(self.abi)
@@ -160,7 +173,8 @@ class Runtime:
         return get_api()
 
     # --- models ---------------------------------------------------------------
-    def load_model(self, path: Path) -> "Model":
+    def load_model(self, path: Path, profile=None) -> "Model":
+        """``profile``: the file's model_check profile when the caller already has it (else read on use)."""
         llama = self.llama
         params = llama.llama_model_default_params()
         params.n_gpu_layers = INT32_MAX
@@ -177,7 +191,10 @@ class Runtime:
             raise ModelProfileError(
                 f"llama.cpp cannot load {path} ({reason.strip() or 'no reason logged'}): the file is "
                 "truncated or not a GGUF this runtime reads; regenerate it (`palw models generate`)")
-        return Model(self, path, pointer)
+        model = Model(self, path, pointer)
+        if profile is not None:
+            model.profile = profile  # the cached_property's slot: the file is not read again
+        return model
 
 
 class Model:

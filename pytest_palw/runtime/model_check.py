@@ -7,21 +7,13 @@ stops the session with one line that lists every mismatch.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_palw.cache import remembered
 from pytest_palw.errors import ModelProfileError
+from pytest_palw.fixtures.models.profiles import Profile
 from pytest_palw.fixtures.oracles.launch_table import PINNED_CLASS_COUNTS
-from pytest_palw.topology import (
-    ARCHITECTURE,
-    FILE_TYPE_Q4_K_M,
-    HEAD_DIM,
-    N_HEAD,
-    N_HEAD_KV,
-    N_LAYER,
-    AttentionGeometry,
-)
+from pytest_palw.topology import ARCHITECTURE, FILE_TYPE_Q4_K_M, HEAD_DIM, N_HEAD, N_HEAD_KV, N_LAYER
 
 # What a pinned model's header says (pytest_palw.topology); its Q4_K/Q6_K weight counts are the
 # launch table's classes of the pinned topology.
@@ -38,61 +30,20 @@ EXPECTED = {
 _MATMUL_WEIGHT = re.compile(r"^(blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)|output)\.weight$")
 
 
-@dataclass
-class ModelProfile:
-    path: Path
-    architecture: str | None
-    n_layer: int | None
-    n_head: int | None
-    n_head_kv: int | None
-    head_dim: int | None
-    file_type: int | None
-    n_embd: int | None
-    n_ff: int | None
-    n_vocab: int | None
-    weight_types: dict[str, str] = field(default_factory=dict)
-    # {matmul weight name: [ne0, ne1]} as the file states them: in features (k), out features (m)
-    weight_shapes: dict[str, list[int]] = field(default_factory=dict)
-
-    @property
-    def q4_k(self) -> int:
-        return sum(1 for t in self.weight_types.values() if t == "Q4_K")
-
-    @property
-    def q6_k(self) -> int:
-        return sum(1 for t in self.weight_types.values() if t == "Q6_K")
-
-    @property
-    def attention(self) -> AttentionGeometry:
-        return AttentionGeometry(self.n_head, self.n_head_kv, self.head_dim)
-
-    def mismatches(self) -> list[str]:
-        found = {name: getattr(self, name) for name in EXPECTED}
-        return [f"{name} {found[name]} (expected {want})" for name, want in EXPECTED.items()
-                if found[name] != want]
-
-    def table_profile(self):
-        """The launch-table profile (fixtures.profiles.Profile) of this model: its widths and its
-        weight types as the file states them (the launch classes follow the file)."""
-        from pytest_palw.fixtures.models.profiles import Profile
-
-        return Profile(self.path.name, n_embd=self.n_embd, n_ff=self.n_ff, n_vocab=self.n_vocab,
-                       n_ctx_train=0, weight_types=tuple(sorted(self.weight_types.items())) or None)
-
-    def as_dict(self) -> dict:
-        return {"architecture": self.architecture, "n_layer": self.n_layer, "n_head": self.n_head,
-                "n_head_kv": self.n_head_kv, "head_dim": self.head_dim, "file_type": self.file_type,
-                "n_embd": self.n_embd, "n_ff": self.n_ff, "n_vocab": self.n_vocab, "q4_k": self.q4_k, "q6_k": self.q6_k}
+def mismatches(profile: Profile) -> list[str]:
+    """Each field of ``profile`` that differs from the pinned model's (EXPECTED), as one phrase."""
+    found = {name: getattr(profile, name) for name in EXPECTED}
+    return [f"{name} {found[name]} (expected {want})" for name, want in EXPECTED.items() if found[name] != want]
 
 
-def read_profile(path: Path) -> ModelProfile:
+def read_profile(path: Path) -> Profile:
     """The profile of a GGUF, parsed once per file while its size and mtime stay (gguf-py reads a
     151 936-token vocabulary in seconds; the controller and each worker would all pay that)."""
     path = Path(path)
     if not path.is_file():
         raise ModelProfileError(f"model {path} does not exist: pass --palw-model=PATH.gguf or "
                                 "--palw-model=profile:tiny|gpu|full")
-    return ModelProfile(path=path, **remembered(path, "profile-v2", _parse_profile))
+    return Profile(path.name, **remembered(path, "profile-v2", _parse_profile))
 
 
 def _parse_profile(path: Path) -> dict:
@@ -127,10 +78,10 @@ def _parse_profile(path: Path) -> dict:
     )
 
 
-def check_profile(path: Path) -> ModelProfile:
+def check_profile(path: Path) -> Profile:
     """Raise ModelProfileError (one line, every mismatch) unless ``path`` has the pinned profile."""
     profile = read_profile(path)
-    problems = profile.mismatches()
+    problems = mismatches(profile)
     if problems:
         raise ModelProfileError(
             f"{path.name} is not the Qwen3-8B Q4_K_M profile the PALW trace is pinned to: "

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_palw import cli
 
-H200 = Path(__file__).parents[1] / "report" / "data" / "h200-certificate.json.gz"
+H200 = Path(__file__).with_name("data") / "h200-certificate.json.gz"
 FAILING = "conformance/test_reject_index.py::test_reject_v2[17]"
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.cli.mutants import MUTANTS, Mutant, TierRun, cpu_copy, judge, score
+from pytest_palw.mutants.catalog import MUTANTS, Mutant
+from pytest_palw.mutants.engine import TierRun, cpu_copy, judge, score
 from pytest_palw.paths import FIXTURES_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
 
 ROOTS = {"native": NATIVE_RUNTIME_DIR, "fixtures": FIXTURES_DIR}
@@ -77,17 +78,41 @@ def test_score_leaves_inconclusive_out():
                                      "score": round(2 / 3, 4)}
 
 
+# What a process of a tier run sees of the fixtures (a conftest: loaded after every -p plugin).
+_SEEN_CONFTEST = """
+import inspect, json, os
+from pathlib import Path
+
+def pytest_configure(config):
+    from pytest_palw import paths
+    from pytest_palw.fixtures.models import model_cache, profiles
+    who = getattr(config, "workerinput", {}).get("workerid", "controller")
+    seen = {"profiles": profiles.__file__, "mutated": os.environ["PROBE_NEW"] in inspect.getsource(profiles),
+            "fixtures_dir": str(paths.FIXTURES_DIR), "models_dir": str(model_cache.models_dir())}
+    Path(os.environ["PROBE_OUT"], who + ".json").write_text(json.dumps(seen))
+"""
+
+
 def test_a_fixtures_mutant_is_what_the_run_imports(tmp_path):
-    """The tier's processes import the mutated copy of fixtures/ and cache models privately."""
+    """The tier's processes (the controller, each xdist worker) import the mutated copy of fixtures/,
+    its subpackages included, find the goldens in it and cache models privately."""
     mutant = next(m for m in MUTANTS if m.root == "fixtures")
-    probe = ("import palw_mutant_fixtures, inspect\n"
-             "from pytest_palw.fixtures.models import model_cache, profiles\n"
-             f"print({mutant.new!r} in inspect.getsource(profiles), model_cache.models_dir())\n")
-    with cpu_copy(mutant, dict(os.environ), []) as (env, options):
-        assert options == ["-p", "palw_mutant_fixtures"]
-        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert result.stdout.split() == ["True", env["PALW_MUTANT_MODELS"]]
+    (tmp_path / "conftest.py").write_text(_SEEN_CONFTEST)
+    (tmp_path / "test_probe.py").write_text("def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    outer = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT"))}
+    with cpu_copy(mutant, dict(outer, PROBE_OUT=str(seen), PROBE_NEW=mutant.new), []) as (env, options):
+        assert options == []  # the plugin of every tier run does it (engine.run_tier's -p)
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                 "-p", "pytest_palw.mutants.plugin", "-n", "2", "test_probe.py"],
+                                cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        copy = env["PALW_MUTANT_FIXTURES"]
+        expected = {"profiles": str(Path(copy, mutant.path)), "mutated": True, "fixtures_dir": copy,
+                    "models_dir": env["PALW_MUTANT_MODELS"]}
+        by_process = {path.stem: json.loads(path.read_text()) for path in seen.glob("*.json")}
+    assert by_process == dict.fromkeys(["controller", "gw0", "gw1"], expected)
     assert mutant.old in (FIXTURES_DIR / mutant.path).read_text()  # ours untouched
 
 
@@ -103,7 +128,8 @@ def test_cpu_mutants_are_killed(tmp_path, run_palw):
     assert result.returncode == 0 and "cpu mutation score" in result.stdout
     # The generator's rule is caught by the independent oracle, not only by cases sharing the rule.
     rule = next(m.name for m in MUTANTS if m.root == "fixtures" and m.path == "models/profiles.py")
-    assert any(case.startswith("tests/fixtures/test_q4_k_m_oracle.py::") for case in by_name[rule]["new_failures"])
+    oracle = "tests/fixtures/oracles/test_q4_k_m_oracle.py::"
+    assert any(case.startswith(oracle) for case in by_name[rule]["new_failures"])
     # Afterwards the private build is the unmutated runtime again: the loader cases pass.
     from pytest_palw.build import api
     from pytest_palw.paths import CONFORMANCE_DIR, cache_dir
@@ -117,7 +143,7 @@ def test_cpu_mutants_are_killed(tmp_path, run_palw):
 
 def test_a_leftover_mutation_is_noticed(tmp_path):
     """A run killed mid-mutation leaves an edit in the private build; the next run must see it."""
-    from pytest_palw.cli.mutants import is_pristine
+    from pytest_palw.mutants.engine import is_pristine
 
     source = [m for m in MUTANTS if m.tier == "cpu" and m.root == "source"]
     for mutant in source:  # a tree holding just the anchors

@@ -1,4 +1,5 @@
-"""What conformance/test_producer_faults.py calls by name exists, checked on any host.
+"""What conformance/test_producer_faults.py and its harness (pytest_palw/runtime/fault_probe.py) call by
+name exists, checked on any host.
 
 Those cases run only on a GPU, once per device session: a misspelt constant, struct, field or
 symbol must fail here, in CI, instead. Types and constants are checked against the host ABI (the
@@ -15,16 +16,19 @@ import ctypes
 import importlib.util
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from pytest_palw.build.toolchain import nvcc_path
 from pytest_palw.paths import CONFORMANCE_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
+from pytest_palw.runtime import fault_probe
 from pytest_palw.runtime.binding.cdef import defined_functions
 from pytest_palw.runtime.binding.hostabi import HEADER, declared_functions
 from pytest_palw.runtime.binding.runtime_abi import GGML_CDEF
 
 MODULE = CONFORMANCE_DIR / "test_producer_faults.py"
+HARNESS = Path(fault_probe.__file__)
 FFI_CALLS = {"new", "cast", "sizeof", "typeof", "from_buffer"}
 
 
@@ -38,7 +42,9 @@ def cases():
 
 @pytest.fixture(scope="module")
 def tree():
-    return ast.parse(MODULE.read_text())
+    """The cases and their harness as one tree: what either calls by name."""
+    return ast.Module(body=[node for path in (MODULE, HARNESS) for node in ast.parse(path.read_text()).body],
+                      type_ignores=[])
 
 
 def _owner(node) -> str | None:
@@ -78,16 +84,17 @@ def test_every_lib_name_is_declared(cases, tree, abi):
     ggml = set(re.findall(r"\b(ggml_\w+)\s*\(", GGML_CDEF))
     missing = sorted(n for n in names if not (hasattr(abi.lib, n) or n in ggml or n in _llama_palw_functions()))
     assert missing == [], f"lib names the cases use but no declaration has: {missing}"
-    bits = [f"PALW_CUDA_PRODUCER_FAULT_{name}" for name in cases.FAULT_BITS]
+    bits = [f"PALW_CUDA_PRODUCER_FAULT_{name}" for name in fault_probe.FAULT_BITS]
     assert [b for b in bits if not hasattr(abi.lib, b)] == []
     for _mode, fault_bits, status in cases.CAPTURE_FAULTS.values():
-        assert all(bit in cases.FAULT_BITS for bit in fault_bits)
+        assert all(bit in fault_probe.FAULT_BITS for bit in fault_bits)
         assert hasattr(abi.lib, f"PALW_CUDA_TRACE_{status}")
 
 
-def test_every_ffi_type_parses(cases, tree, abi):
-    types = _ffi_type_strings(tree) | set(cases.PROBE_FUNCTIONS.values()) | set(cases.GGML_FUNCTIONS.values())
-    types.add(cases.CAPTURE_INFO_PROC[1])
+def test_every_ffi_type_parses(tree, abi):
+    types = (_ffi_type_strings(tree) | set(fault_probe.PROBE_FUNCTIONS.values())
+             | set(fault_probe.GGML_FUNCTIONS.values()))
+    types.add(fault_probe.CAPTURE_INFO_PROC[1])
     failed = {}
     for text in sorted(types):
         try:
@@ -103,23 +110,23 @@ def test_every_backend_api_field_exists(tree, abi):
     assert used and used <= fields, f"api fields the cases call that the table lacks: {sorted(used - fields)}"
 
 
-def test_capture_info_proc_is_a_documented_proc(cases):
-    name, kind = cases.CAPTURE_INFO_PROC
+def test_capture_info_proc_is_a_documented_proc():
+    name, kind = fault_probe.CAPTURE_INFO_PROC
     assert f'#define PALW_CUDA_LLAMA_GROUPED_CAPTURE_INFO_PROC_V1 "{name}"' in HEADER.read_text()
     assert f"typedef palw_cuda_trace_status (*{kind})(" in HEADER.read_text()
 
 
-def test_producer_functions_are_declared_defined_and_typed(cases, abi):
-    names = set(cases.PRODUCER_FUNCTIONS.values())
+def test_producer_functions_are_declared_defined_and_typed(abi):
+    names = set(fault_probe.PRODUCER_FUNCTIONS.values())
     assert names <= declared_functions(), f"not declared by {HEADER.name}: {sorted(names - declared_functions())}"
     cuda_source = NATIVE_RUNTIME_DIR / "producer_accumulator.cu"
     assert defined_functions([cuda_source], names) == names, f"not all defined in {cuda_source.name}"
     for name in names:
-        signature = cases.header_function_type(HEADER.read_text(), name)
+        signature = fault_probe.header_function_type(HEADER.read_text(), name)
         assert abi.ffi.typeof(signature).kind == "function", signature
 
 
-def test_ggml_functions_are_declared_by_ggml_backend(cases):
+def test_ggml_functions_are_declared_by_ggml_backend():
     from pytest_palw.build import api
 
     manifest = api.find_manifest(variant="cpu")
@@ -132,25 +139,25 @@ def test_ggml_functions_are_declared_by_ggml_backend(cases):
     # Read, not loaded: a second ggml in this process could disturb the session's runtime.
     exported = subprocess.run(["nm", "-D", "--defined-only", str(build.lib_dir / "libggml-base.so")],
                               capture_output=True, text=True, check=True).stdout
-    for name in cases.GGML_FUNCTIONS:
+    for name in fault_probe.GGML_FUNCTIONS:
         assert re.search(rf"GGML_API\s+[\w\s\*]+\b{name}\s*\(", declarations), f"ggml-backend.h lacks {name}"
         assert re.search(rf" T {name}$", exported, re.M), f"libggml-base.so exports no {name}"
 
 
-def test_probe_functions_are_in_the_probe_source(cases):
+def test_probe_functions_are_in_the_probe_source():
     """Each entry point the cases type is exported by the probe source with as many parameters."""
     exported = {name: parameters for name, parameters in
-                re.findall(r"PROBE_API\s+[\w\s\*]+?\b(palw_probe_\w+)\s*\(([^)]*)\)", cases.PROBE_SOURCE)}
-    assert set(exported) == set(cases.PROBE_FUNCTIONS)
+                re.findall(r"PROBE_API\s+[\w\s\*]+?\b(palw_probe_\w+)\s*\(([^)]*)\)", fault_probe.PROBE_SOURCE)}
+    assert set(exported) == set(fault_probe.PROBE_FUNCTIONS)
 
     def arity(parameters: str) -> int:
         return 0 if parameters.strip() in ("", "void") else parameters.count(",") + 1
 
-    for name, signature in cases.PROBE_FUNCTIONS.items():
+    for name, signature in fault_probe.PROBE_FUNCTIONS.items():
         assert arity(signature.split("(*)(", 1)[1].rstrip(")")) == arity(exported[name]), name
 
 
-def test_templates_pass_the_native_launch_validators(cases, abi):
+def test_templates_pass_the_native_launch_validators(abi):
     """The templates the GPU cases approve are well-formed by the runtime's own contract, and the
     one they break is refused for the reason the refusal case expects."""
     ffi, lib = abi.ffi, abi.lib
@@ -165,31 +172,32 @@ def test_templates_pass_the_native_launch_validators(cases, abi):
 
     required = ffi.new("uint64_t *")
     for index in range(3):
-        launch = cases.capture_launch(ffi, lib, index, identity, binding)
+        launch = fault_probe.capture_launch(ffi, lib, index, identity, binding)
         assert lib.palw_cuda_producer_validate_launch_v3(launch, required) == lib.PALW_CUDA_TRACE_OK
         assert required[0] == 1
-        grouped = cases.grouped_launch(ffi, lib, index, cases.grouped_identity(ffi, GROUPED_CAPTURE_ID), binding)
+        grouped_identity = fault_probe.grouped_identity(ffi, GROUPED_CAPTURE_ID)
+        grouped = fault_probe.grouped_launch(ffi, lib, index, grouped_identity, binding)
         status = lib.palw_cuda_producer_validate_grouped_final_output_launch_v3(grouped, required)
         assert status == lib.PALW_CUDA_TRACE_OK
-    malformed = cases.capture_launch(ffi, lib, 0, identity, binding)
+    malformed = fault_probe.capture_launch(ffi, lib, 0, identity, binding)
     malformed.semantic_template.base.base.schema_version = 2
     assert lib.palw_cuda_producer_validate_launch_v3(malformed, required) == lib.PALW_CUDA_TRACE_INVALID_ARGUMENT
-    dims = cases.toy_dimensions(ffi)
-    t = cases.capture_launch(ffi, lib, 0, identity, binding).semantic_template
+    dims = fault_probe.toy_dimensions(ffi)
+    t = fault_probe.capture_launch(ffi, lib, 0, identity, binding).semantic_template
     assert (t.grid_x, t.grid_y, t.grid_z, t.block_x) == (dims.grid_x, dims.grid_y, dims.grid_z, dims.block_x)
-    assert dims.grid_x * dims.block_x >= cases.TOY_ROWS * cases.TOY_COLUMNS, "the toy grid misses elements"
+    assert dims.grid_x * dims.block_x >= fault_probe.TOY_ROWS * fault_probe.TOY_COLUMNS, "the toy grid misses elements"
 
 
-def test_toy_values_cover_the_special_floats(cases):
+def test_toy_values_cover_the_special_floats():
     import numpy as np
 
-    values = cases.toy_values()
-    assert values.shape == (cases.TOY_ROWS, cases.TOY_COLUMNS) and values.dtype == np.float32
+    values = fault_probe.toy_values()
+    assert values.shape == (fault_probe.TOY_ROWS, fault_probe.TOY_COLUMNS) and values.dtype == np.float32
     flat = values.reshape(-1)
     assert flat.view(np.uint32)[3] == 0x7FA00001 and np.signbit(flat[4]) and np.isinf(flat[5]) and 0 < flat[6] < 1e-38
 
 
-def test_probe_and_producer_link_through_the_cases_types(cases, abi, tmp_path):
+def test_probe_and_producer_link_through_the_cases_types(abi, tmp_path):
     """Compile the probe as the cases do and the producer as libggml-cuda does; call the host-only
     paths through the cases' cffi types (no GPU needed: they refuse before any CUDA call)."""
     try:
@@ -197,14 +205,14 @@ def test_probe_and_producer_link_through_the_cases_types(cases, abi, tmp_path):
     except AssertionError as missing:
         pytest.skip(f"{missing}")
     ffi = abi.ffi
-    ctypes.CDLL(str(cases.build_probe(NATIVE_RUNTIME_DIR, 90, nvcc)))  # the toolkit's libcudart
-    cudarts = cases.mapped_libraries("libcudart")
+    ctypes.CDLL(str(fault_probe.build_probe(NATIVE_RUNTIME_DIR, 90, nvcc)))  # the toolkit's libcudart
+    cudarts = fault_probe.mapped_libraries("libcudart")
     assert len(cudarts) == 1, cudarts
     # As on the GPU: linked to the libcudart already mapped, it brings no second CUDA runtime.
-    probe = ctypes.CDLL(str(cases.build_probe(NATIVE_RUNTIME_DIR, 90, nvcc, cudart=next(iter(cudarts)))))
-    assert cases.mapped_libraries("libcudart") == cudarts
-    functions = {name: cases.c_function(ffi, probe, name, signature)
-                 for name, signature in cases.PROBE_FUNCTIONS.items()}
+    probe = ctypes.CDLL(str(fault_probe.build_probe(NATIVE_RUNTIME_DIR, 90, nvcc, cudart=next(iter(cudarts)))))
+    assert fault_probe.mapped_libraries("libcudart") == cudarts
+    functions = {name: fault_probe.c_function(ffi, probe, name, signature)
+                 for name, signature in fault_probe.PROBE_FUNCTIONS.items()}
     assert functions["palw_probe_capture_entry"]() != ffi.NULL
     assert functions["palw_probe_other_entry"]() not in (ffi.NULL, functions["palw_probe_capture_entry"]())
     identity = ffi.new("palw_cuda_producer_actual_identity_v3 *")
@@ -219,20 +227,21 @@ def test_probe_and_producer_link_through_the_cases_types(cases, abi, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     exported = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True).stdout
     producer = ctypes.CDLL(str(library))
-    call = {short: cases.c_function(ffi, producer, name, cases.header_function_type(HEADER.read_text(), name))
-            for short, name in cases.PRODUCER_FUNCTIONS.items()}
-    for name in cases.PRODUCER_FUNCTIONS.values():
+    call = {short: fault_probe.c_function(ffi, producer, name,
+                                          fault_probe.header_function_type(HEADER.read_text(), name))
+            for short, name in fault_probe.PRODUCER_FUNCTIONS.items()}
+    for name in fault_probe.PRODUCER_FUNCTIONS.values():
         assert re.search(rf" T {name}$", exported, re.M), f"{name} is not exported by a default nvcc build"
     invalid = abi.lib.PALW_CUDA_TRACE_INVALID_ARGUMENT
     view = ffi.new("palw_cuda_producer_device_view_v3 *")
     view.abi_version = 7
     launch = ffi.new("palw_cuda_producer_launch_v3 *")
     records = ffi.new("palw_cuda_trace_record_v3[]", 1)
-    arguments = cases.ToyArguments(ffi, ffi.NULL, cases.EXACT)
+    arguments = fault_probe.ToyArguments(ffi, ffi.NULL, fault_probe.EXACT)
     assert call["prepare"](ffi.NULL, ffi.NULL, launch, functions["palw_probe_capture_entry"](),
-                           cases.toy_dimensions(ffi), 20, 19, view) == invalid
+                           fault_probe.toy_dimensions(ffi), 20, 19, view) == invalid
     assert view.abi_version == 0, "prepare did not clear the view it refused"
     assert call["launch"](ffi.NULL, ffi.NULL, functions["palw_probe_capture_entry"](), arguments.pointers) == invalid
     assert call["enqueue"](ffi.NULL, ffi.NULL, launch, functions["palw_probe_other_entry"](),
-                           cases.work_dimensions(ffi), ffi.NULL, 256, identity) == invalid
+                           fault_probe.work_dimensions(ffi), ffi.NULL, 256, identity) == invalid
     assert call["finalize"](ffi.NULL, ffi.NULL, records, 1) == invalid

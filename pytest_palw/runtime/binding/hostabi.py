@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from pytest_palw.build.config import RUNTIME_HEADER
 from pytest_palw.paths import NATIVE_RUNTIME_DIR
 from pytest_palw.runtime.binding.cdef import defined_functions, header_cdef
 from pytest_palw.runtime.binding.compile import build_extension
@@ -19,7 +20,7 @@ from pytest_palw.runtime.binding.compile import build_extension
 # $PALW_HOST_ABI_DIR: a (mutated) copy of runtime-palw/cuda for `palw mutants --tier cpu`; it
 # changes this host module only, never what `palw build` compiles.
 HOST_ABI_DIR = Path(os.environ.get("PALW_HOST_ABI_DIR") or NATIVE_RUNTIME_DIR)
-HEADER = HOST_ABI_DIR / "palw_cuda_llama_mmvq.h"
+HEADER = HOST_ABI_DIR / RUNTIME_HEADER
 HOST_SOURCES = [HOST_ABI_DIR / "record_codec.cpp", HOST_ABI_DIR / "producer_contract.cpp"]
 FIRST_DECLARATION = "typedef enum palw_cuda_trace_status"
 
@@ -40,7 +41,7 @@ def load_host_abi():
     return build_extension(
         "palw_hostabi",
         cdef,
-        '#include "palw_cuda_llama_mmvq.h"\n',
+        f'#include "{RUNTIME_HEADER}"\n',
         sources=sources,
         include_dirs=[HOST_ABI_DIR],
     )

@@ -11,9 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from pytest_palw.build.source import SDIST_NAME, SDIST_VERSION
 from pytest_palw.errors import RuntimeLibraryError
-
-REQUIRED_VERSION = "0.3.34"
 
 
 def load_llama_cpp(lib_dir: Path, fallback_python_path: Path | None = None):
@@ -33,8 +32,8 @@ def load_llama_cpp(lib_dir: Path, fallback_python_path: Path | None = None):
     except ModuleNotFoundError:
         if fallback_python_path is None or not (Path(fallback_python_path) / "llama_cpp").is_dir():
             raise RuntimeLibraryError(
-                "llama-cpp-python is not installed and the runtime manifest names no copy: run "
-                "`palw build` (it installs llama-cpp-python==0.3.34 without a native build)") from None
+                f"{SDIST_NAME} is not installed and the runtime manifest names no copy: run "
+                f"`palw build` (it installs {SDIST_NAME}=={SDIST_VERSION} without a native build)") from None
         sys.path.insert(0, str(fallback_python_path))
         package = importlib.import_module("llama_cpp")
     except (OSError, RuntimeError, FileNotFoundError) as error:
@@ -42,11 +41,11 @@ def load_llama_cpp(lib_dir: Path, fallback_python_path: Path | None = None):
                                   "`palw build` or fix --palw-lib") from error
     except AttributeError as error:  # the binding resolves every llama.h symbol at import
         raise RuntimeLibraryError(
-            f"{lib_dir}/libllama.so is not the libllama llama-cpp-python {REQUIRED_VERSION} binds "
+            f"{lib_dir}/libllama.so is not the libllama {SDIST_NAME} {SDIST_VERSION} binds "
             f"({error}): point --palw-lib at a `palw build` output") from error
-    if getattr(package, "__version__", None) != REQUIRED_VERSION:
+    if getattr(package, "__version__", None) != SDIST_VERSION:
         raise RuntimeLibraryError(
-            f"llama-cpp-python {package.__version__} is installed, the patched runtime needs "
-            f"{REQUIRED_VERSION} (its ctypes layouts match that llama.h): "
-            f"pip install llama-cpp-python=={REQUIRED_VERSION} with CMAKE_ARGS=-DLLAMA_BUILD=OFF")
+            f"{SDIST_NAME} {package.__version__} is installed, the patched runtime needs "
+            f"{SDIST_VERSION} (its ctypes layouts match that llama.h): "
+            f"pip install {SDIST_NAME}=={SDIST_VERSION} with CMAKE_ARGS=-DLLAMA_BUILD=OFF")
     return importlib.import_module("llama_cpp.llama_cpp")

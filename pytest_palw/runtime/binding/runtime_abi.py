@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_palw.build.config import RUNTIME_HEADER
 from pytest_palw.errors import RuntimeLibraryError
 from pytest_palw.runtime.binding.cdef import defined_functions, header_cdef
 from pytest_palw.runtime.binding.compile import build_extension
@@ -105,7 +106,7 @@ def load_runtime_abi(layout: RuntimeLayout):
                                   "directory or run `palw build`")
     sources = [s for s in HOST_SOURCES if s.exists()]
     linkable = defined_functions(sources, declared_functions())
-    header = layout.runtime_dir / "palw_cuda_llama_mmvq.h"
+    header = layout.runtime_dir / RUNTIME_HEADER
     cdef = (header_cdef(header, FIRST_DECLARATION, linkable) + GGML_CDEF
             + palw_llama_declarations(layout.source_dir / "include" / "llama.h") + CALLBACKS_CDEF)
     return build_extension(

@@ -17,13 +17,12 @@ H200 = Device(0, "NVIDIA H200", 900, "580.159.04")
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("PALW_CACHE_DIR", str(tmp_path))
+def cache(private_cache):
     native = native_runtime()
 
     def add(name, *, variant="cuda", arch="90", pin=900, created="2026-12-03T10:00:00+00:00",
             native_sha=native.sha256, trace=True):
-        directory = tmp_path / "builds" / name
+        directory = private_cache / "builds" / name
         (directory / "bin").mkdir(parents=True)
         libllama = directory / "bin" / "libllama.so"
         libllama.write_bytes(b"x")

@@ -1,4 +1,5 @@
-"""Shared inputs of the build tests: the real sdist (cached once, in the user's cache) and a patched tree.
+"""Shared inputs of the build tests: a patched tree (the sdist itself, ``sdist_source``, is in
+tests/conftest.py: the CLI tests use it too).
 
 The sdist and the full build live in the shared cache (``paths.cache_dir``, honouring
 $PALW_CACHE_DIR) so one download and one build serve every run and the lead's runtime
@@ -12,14 +13,6 @@ from pathlib import Path
 import pytest
 
 from pytest_palw.build.patching import apply_patch_set, copy_tree, current_patch_set
-from pytest_palw.build.source import locate_source, materialize
-
-
-@pytest.fixture(scope="session")
-def sdist_source():
-    """The verified sdist, downloaded on first use and cached across runs, and its extracted tree."""
-    ref = locate_source(None)
-    return materialize(ref)
 
 
 @pytest.fixture(scope="session")

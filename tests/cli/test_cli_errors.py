@@ -96,21 +96,18 @@ def test_bad_arguments_are_usage_errors(run_palw, argv):
     assert "usage: palw build" in result.stderr
 
 
-def test_no_network_and_no_cached_sdist(run_palw, tmp_path):
+def test_no_network_and_no_cached_sdist(run_palw, private_cache, tmp_path):
     # An empty cache and a pip that may not look anywhere: the offline path must be named.
-    env = {"PALW_CACHE_DIR": str(tmp_path / "cache"), "PIP_NO_INDEX": "1",
-           "PIP_FIND_LINKS": str(tmp_path / "no-links")}
-    result = run_palw("build", env=env)
+    result = run_palw("build", env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "no-links")})
     assert_one_line_error(result, SourceError.exit_code, "cannot download llama-cpp-python==0.3.34",
                           "palw source --output FILE")
-    sources = tmp_path / "cache" / "sources"
+    sources = private_cache / "sources"
     assert not list(sources.glob("*.tar.gz")) and not list(sources.glob("download-*")), \
         "no half download left behind"
 
 
-def test_tampered_cached_sdist(run_palw, tmp_path):
-    cache = tmp_path / "cache"
-    (cache / "sources").mkdir(parents=True)
-    (cache / "sources" / "llama_cpp_python-0.3.34.tar.gz").write_bytes(b"not the sdist")
-    result = run_palw("build", env={"PALW_CACHE_DIR": str(cache)})
+def test_tampered_cached_sdist(run_palw, private_cache):
+    (private_cache / "sources").mkdir()
+    (private_cache / "sources" / "llama_cpp_python-0.3.34.tar.gz").write_bytes(b"not the sdist")
+    result = run_palw("build")
     assert_one_line_error(result, SourceError.exit_code, SDIST_SHA256, "delete it")

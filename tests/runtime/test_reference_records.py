@@ -50,7 +50,7 @@ def _table_problems(trace, runtime, session, identity_of) -> dict[int, list[str]
 
     ffi, lib, model = runtime.ffi, runtime.lib, session.model_profile
     problems = {}
-    for launch in expected_launches(model.table_profile()):
+    for launch in expected_launches(model):
         weight = (model.weight_types[launch.weight], model.weight_shapes[launch.weight]) if launch.weight else None
         found = table_mismatches(ffi, lib, trace.records[launch.index], launch, model.attention,
                                  identity_of(launch), weight, trace.caller.associations[launch.index],
@@ -87,7 +87,7 @@ def test_the_table_oracle_accepts_the_reference_records_and_names_each_wrong_fie
         q6.base.base.k -= 256
     assert sorted(wrong) == sorted([V2_FIRST["attention_qk"], V2_FIRST["q6_k"]])
     assert [p.split(" ")[0] for p in wrong[V2_FIRST["attention_qk"]]] == ["layer_id"]
-    weight = expected_launches(palw_session.model_profile.table_profile())[V2_FIRST["q6_k"]].weight
+    weight = expected_launches(palw_session.model_profile)[V2_FIRST["q6_k"]].weight
     assert [p.rsplit(" ", 3)[0] for p in wrong[V2_FIRST["q6_k"]]] == ["k", f"k = {weight} ne0 (file)"]
 
 
@@ -101,7 +101,7 @@ def test_a_refused_launch_is_described_from_the_association_the_runtime_gave(pal
     from pytest_palw.runtime.reference import _decoded, cpu_reference_infos
 
     ffi, lib = palw_runtime.ffi, palw_runtime.lib
-    table = expected_launches(palw_session.model_profile.table_profile())
+    table = expected_launches(palw_session.model_profile)
     indices = sorted({*V2_FIRST.values(), len(table) - 1})
     with _decoded(palw_model, palw_session.token, build_associations=True) as reference:
         for index in indices:

@@ -68,10 +68,9 @@ def test_second_build_is_a_cache_hit(cpu_manifest, run_palw):
     assert Path(cpu_manifest.path).name == MANIFEST_NAME
 
 
-def test_find_manifest_never_downloads_or_builds(tmp_path, monkeypatch):
+def test_find_manifest_never_downloads_or_builds(private_cache, monkeypatch):
     from pytest_palw.build import source
 
-    monkeypatch.setenv("PALW_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(source, "download_sdist", lambda: pytest.fail("find_manifest downloaded"))
     assert api.find_manifest("cpu") is None
-    assert not list((tmp_path / "builds").iterdir()) if (tmp_path / "builds").exists() else True
+    assert not list((private_cache / "builds").iterdir()) if (private_cache / "builds").exists() else True

@@ -90,7 +90,7 @@ def test_whole_build_with_the_static_wrapper(static_cxx, tmp_path, sdist_source)
     assert {"libllama.so", "libggml.so", "libggml-base.so", "libggml-cpu.so"} <= set(libraries)
     assert report["ok"] and all(not facts["needs_libstdcxx"] for facts in libraries.values()), report
     assert all(facts["runtime_exports"] == 0 for facts in libraries.values()), report
-    probe = Path(__file__).parents[1] / "fixtures" / "llama_decode_probe.py"
+    probe = Path(__file__).parents[1] / "fixtures" / "models" / "llama_decode_probe.py"
     result = subprocess.run(
         [sys.executable, str(probe), str(manifest.lib_dir), "2", str(ensure_model("tiny"))],
         capture_output=True, text=True, timeout=600,

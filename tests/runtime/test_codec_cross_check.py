@@ -74,7 +74,7 @@ def test_the_encoding_holds_no_kernel_digest(abi):
     """What a certificate says of its kernel digest (session.DIGEST_DOES_NOT_PROVE) is the ABI's
     fact: the digest is in a launch's kernel binding, beside the record template, so the canonical
     record of a launch is the same bytes whatever digest the caller bound."""
-    from pytest_palw.session import DIGEST_DOES_NOT_PROVE
+    from pytest_palw.certificate.facts import DIGEST_DOES_NOT_PROVE
 
     ffi = abi.ffi
     assert not [path for path, _ in codec.FIELDS if "digest" in path or "binding" in path]

@@ -131,13 +131,12 @@ def test_unpatched_reference_plan(inputs):
     assert make_plan(**arguments).key != patched.key
 
 
-def test_unpatched_refuses_a_pin_and_a_patched_archive(inputs, tmp_path, monkeypatch):
+def test_unpatched_refuses_a_pin_and_a_patched_archive(inputs, tmp_path, private_cache):
     from pytest_palw.build import archive
     from pytest_palw.build.source import MARKER_SCHEMA
     from pytest_palw.cache import tree_digest
     from pytest_palw.errors import BuildError
 
-    monkeypatch.setenv("PALW_CACHE_DIR", str(tmp_path / "cache"))
     tree, native, overlays, _key = inputs
     arguments = dict(variant="cpu", cuda_arch="89;90", build_root=tmp_path, overlays=overlays,
                      runtime_dir=native, patched=False)

@@ -60,8 +60,7 @@ def test_archive_is_reproducible_and_marker_first(tmp_path):
     assert next(m for m in members if m.name.endswith("run.sh")).mode == 0o755
 
 
-def test_archive_round_trip_and_damage(tmp_path, monkeypatch):
-    monkeypatch.setenv("PALW_CACHE_DIR", str(tmp_path / "cache"))
+def test_archive_round_trip_and_damage(tmp_path, private_cache):
     tree = _tree(tmp_path / "llama.cpp")
     good = tmp_path / "good.tar.gz"
     archive.write_archive(good, _marker(tree), tree, None)

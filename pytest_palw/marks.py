@@ -1,0 +1,22 @@
+"""The suite's case marks besides the tiers (tiers.py): a case about one launch of the trace.
+
+``@each_launch("record V2")`` parametrizes a case over every launch index of its stream (from the
+launch table) and marks it ``palw_launch``: when it runs, its reports carry that launch
+(session.launch_of), and the certificate's launch map reads it from there. Adding a family of
+launch cases is this one decorator."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_palw.fixtures.oracles.launch_table import V1_INDICES, V2_INDICES
+
+LAUNCH_MARK = "palw_launch"
+STREAM_INDICES = {"v2": V2_INDICES, "v1": V1_INDICES}  # v2: every launch in order; v1: the MMVQ launches
+
+
+def each_launch(label: str, stream: str = "v2"):
+    """Parametrize ``index`` over the stream's launches; ``label`` names the family on the launch map."""
+    parametrize = pytest.mark.parametrize("index", STREAM_INDICES[stream])
+    mark = getattr(pytest.mark, LAUNCH_MARK)(label, stream=stream)
+    return lambda function: mark(parametrize(function))

@@ -1,0 +1,82 @@
+"""What a run certifies, resolved once: the runtime build and the model.
+
+The controlling process resolves both before any worker starts (controller.py: ``preflight``) and
+hands them to every xdist worker (``pytest_configure_node``), as xdist hands its own settings: a
+worker never chooses another build, never looks the model up again, never re-reads its profile.
+A process nobody handed them to (a run that does not reach the suite) resolves them on first use,
+with the same functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_palw.cache import remembered_sha256
+from pytest_palw.errors import RuntimeLibraryError
+from pytest_palw.fixtures.models.profiles import Profile
+from pytest_palw.runtime.library import RuntimeBuild
+from pytest_palw.runtime.model_check import check_profile
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """--palw-model as resolved: the file it names, its profile (checked against the pin), its sha256."""
+
+    spec: str
+    path: Path
+    profile: Profile  # as the file states it (model_check.read_profile)
+    sha256: str
+
+    def statement(self) -> dict:
+        """The certificate's ``model`` fact."""
+        return {"spec": self.spec, "path": str(self.path), "sha256": self.sha256, "profile": self.profile.as_dict()}
+
+    def to_wire(self) -> dict:
+        """Plain values for xdist's workerinput (execnet carries dicts, lists, strings and numbers)."""
+        fields = {f.name: getattr(self.profile, f.name) for f in dataclasses.fields(self.profile)}
+        return {"spec": self.spec, "path": str(self.path), "sha256": self.sha256, "profile": fields}
+
+    @classmethod
+    def from_wire(cls, data: dict) -> "ResolvedModel":
+        return cls(data["spec"], Path(data["path"]), Profile(**data["profile"]), data["sha256"])
+
+
+def resolve_model(spec: str) -> ResolvedModel:
+    """``profile:NAME`` (synthesized once into the model cache) or a GGUF path; ModelProfileError in
+    one line unless the file has the pinned profile."""
+    if spec.startswith("profile:"):
+        from pytest_palw.fixtures.models.catalog import ensure_model  # the synthetic generator
+
+        path = ensure_model(spec.split(":", 1)[1])
+    else:
+        path = Path(spec).expanduser().resolve()
+    profile = check_profile(path)
+    return ResolvedModel(spec, path, profile, remembered_sha256(path))
+
+
+def choose_build(location: str | None, devices, build_policy: str | None) -> tuple[RuntimeBuild, str | None]:
+    """The runtime build to run and, when this chose it, the line that says why.
+
+    ``location``: --palw-lib (a build output or its manifest). Otherwise the cached CUDA build of
+    this checkout that suits the first visible device, else the cached CPU build (built now unless
+    ``build_policy`` is ``never``)."""
+    if location:
+        return RuntimeBuild.locate(Path(location)), None
+    from pytest_palw.build import api, choice
+
+    line = None
+    if devices:
+        chosen = choice.choose_cuda(devices[0])
+        if chosen is not None:
+            return RuntimeBuild.locate(chosen.manifest.path), chosen.line
+        line = (f"runtime: no CUDA build of this checkout suits {devices[0].name} (cc {devices[0].cc}), so the "
+                "CPU build runs and the GPU tier cannot: run `palw build --variant cuda` first")
+    manifest = api.find_manifest(variant="cpu")
+    if manifest is None:
+        if build_policy == "never":
+            raise RuntimeLibraryError("no cached PALW runtime for this host and --palw-build=never: run "
+                                      "`palw build` or pass --palw-lib")
+        manifest = api.build(variant="cpu")
+    return RuntimeBuild.locate(Path(manifest.path)), line

@@ -1,0 +1,59 @@
+"""Fixtures the test packages under tests/ share: the `palw` CLI in a child process, this host's
+cached CPU build (or a skip), a private pytest-palw cache, and the verified sdist.
+
+Kept apart on purpose (each says why where it lives): tests/plugin's autouse fixture pins
+$PALW_CACHE_DIR to the *shared* cache for pytester's fresh HOME; tests/fixtures/models' model cache
+is private per run and set only while a model is ensured; the oracle, wheel and full-build tests
+build the CPU runtime when it is missing instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def run_palw():
+    """``run_palw("build", "--source", x)``: the CLI in a child process, as a user runs it."""
+
+    def run(*args, env: dict | None = None, timeout: int = 900, cwd=None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest_palw.cli", *map(str, args)],
+                              capture_output=True, text=True, env={**os.environ, **(env or {})},
+                              timeout=timeout, cwd=cwd)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def cpu_build():
+    """This host's cached CPU runtime build (its manifest), or a skip that says how to make one."""
+    from pytest_palw.build import api
+
+    manifest = api.find_manifest(variant="cpu")
+    if manifest is None:
+        pytest.skip("no CPU runtime built yet: run `palw build`")
+    return manifest
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch) -> Path:
+    """An empty pytest-palw cache of this test's own: $PALW_CACHE_DIR points at it for the test
+    (and for the children it starts, run_palw's included), so the user's cache is never touched."""
+    cache = tmp_path / "palw-cache"
+    cache.mkdir()
+    monkeypatch.setenv("PALW_CACHE_DIR", str(cache))
+    return cache
+
+
+@pytest.fixture(scope="session")
+def sdist_source():
+    """The verified sdist, downloaded on first use and cached across runs (the user's cache, so one
+    download serves every run), and its extracted tree."""
+    from pytest_palw.build.source import locate_source, materialize
+
+    return materialize(locate_source(None))
