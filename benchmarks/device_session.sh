@@ -150,6 +150,13 @@ pack_build() {  # the finished build (no objects), in 15 MB parts: a later call 
   mkdir -p "$OUT/build" && split -b 15M /tmp/palw-build.tgz "$OUT/build/palw-build.tgz."
   ls -la "$OUT/build"
 }
+carry_to() {  # the build's `--cache-to` archive (what a CI gate caches), for fresh_machine
+  palw build --variant cuda --source .carry/palw-source.tar.gz --cache-to /tmp/palw-carry && ls -la /tmp/palw-carry
+}
+fresh_machine() {  # issue 23's table: an empty cache, the build restored from carry_to's archive
+  OUT="$RES/fresh" bash benchmarks/fresh_machine.sh --source .carry/palw-source.tar.gz --cache-from /tmp/palw-carry \
+      --workers "${WORKERS:-8}"
+}
 bench_certify() {
   python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-8,12,16}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
@@ -159,6 +166,7 @@ command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
+export -f carry_to fresh_machine
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -180,6 +188,8 @@ step certify 400 certify
 step certify_setup_plan 120 certify_setup_plan
 step certify_killed 200 certify_killed
 step mutants 600 mutants
+step carry_to 90 carry_to
+step fresh_machine 400 fresh_machine
 step pack_build 60 pack_build
 step smoke 60 smoke_acceptance
 step goldens 120 goldens

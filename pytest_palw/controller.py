@@ -18,7 +18,7 @@ import pytest
 
 from pytest_palw import options as opts
 from pytest_palw import paths
-from pytest_palw.certificate import Certificate
+from pytest_palw.certificate import Certificate, discard
 from pytest_palw.certificate import inventory as inventories
 from pytest_palw.certificate.facts import pytest_statement
 from pytest_palw.runtime.kernel_digest import parse_kernel_digest
@@ -39,6 +39,10 @@ class Controller:
         self.load_probe: LoadProbe | None = None
         chosen = session.option("palw_certificate")
         self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
+        # Again (plugin.pytest_load_initial_conftests did it for the command line, the environment
+        # and the ini file): a plugin registered late (a conftest's pytest_plugins) never saw that
+        # hook, and a conftest may have changed the directory a relative path resolves against.
+        discard(self.path)
 
     def requested(self) -> bool:
         """Does this run reach the conformance suite (or name a PALW option)?"""
@@ -130,7 +134,26 @@ class Controller:
         tier = inventory.tiers.get(case_id) if inventory is not None else None
         status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
         category = status[0] if status else default_category(report)  # -p no:terminal answers None
+        self.check_launch(case_id, report)
         certificate.record(case_id, report, tier or tier_of(report.keywords), category)
+
+    def check_launch(self, case_id: str, report) -> None:
+        """A report's launch (session.attest) must be the one its case's inventory family and index
+        give here; one that is not was changed on the way (a plugin): dropped, and a verdict reason."""
+        reported = getattr(report, "palw_launch", None)
+        inventory = self.certificate.inventory
+        if reported is None or inventory is None:
+            return
+        function, _, param = case_id.partition("[")
+        family = inventory.launches.get(function)
+        expected = (self.palw.launch_at(*family, int(param[:-1]))
+                    if family is not None and param[:-1].isdigit() else None)
+        if reported != expected:
+            report.palw_launch = None
+            reason = (f"{case_id} reported launch {reported}, its inventory family gives {expected}: a plugin "
+                      "changed the reports; remove it to certify")
+            if reason not in self.certificate.run.other:
+                self.certificate.run.other.append(reason)
 
     @pytest.hookimpl(optionalhook=True)  # xdist's: `-p no:xdist` must still work
     def pytest_testnodedown(self, node, error) -> None:

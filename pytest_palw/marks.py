@@ -15,6 +15,16 @@ LAUNCH_MARK = "palw_launch"
 STREAM_INDICES = {"v2": V2_INDICES, "v1": V1_INDICES}  # v2: every launch in order; v1: the MMVQ launches
 
 
+def launch_family(mark) -> tuple[str, str]:
+    """(label, stream) of a ``palw_launch`` mark; ValueError naming the fix when it is malformed."""
+    label = mark.args[0] if len(mark.args) == 1 else None
+    stream = mark.kwargs.get("stream", "v2")
+    if not isinstance(label, str) or not label or stream not in STREAM_INDICES or set(mark.kwargs) - {"stream"}:
+        raise ValueError(f"palw_launch{mark.args}{mark.kwargs or ''} is not (label, stream=v1|v2): mark launch "
+                         "cases with marks.each_launch(label, stream=...)")
+    return label, stream
+
+
 def each_launch(label: str, stream: str = "v2"):
     """Parametrize ``index`` over the stream's launches; ``label`` names the family on the launch map."""
     parametrize = pytest.mark.parametrize("index", STREAM_INDICES[stream])

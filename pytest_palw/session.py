@@ -23,10 +23,11 @@ import pytest
 from pytest_palw import options as opts
 from pytest_palw import paths
 from pytest_palw.build.choice import PALW_DEFAULT_PIN
+from pytest_palw.cache import remembered_sha256
 from pytest_palw.certificate.facts import kernel_digest_statement, runtime_statement
 from pytest_palw.certificate.inventory import witness_id
 from pytest_palw.errors import PalwError
-from pytest_palw.marks import LAUNCH_MARK
+from pytest_palw.marks import LAUNCH_MARK, launch_family
 from pytest_palw.runtime.caller import DIGEST_NAMES
 from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices
 from pytest_palw.runtime.kernel_digest import KernelDigest, kernel_digest
@@ -144,11 +145,18 @@ class PalwSession:
         index = callspec.params.get("index") if callspec is not None else None
         if marker is None or not isinstance(index, int):
             return None
-        stream = marker.kwargs.get("stream", "v2")
+        try:
+            label, stream = launch_family(marker)
+        except ValueError:
+            return None  # the expected inventory refuses the suite with this reason
+        return self.launch_at(label, stream, index)
+
+    def launch_at(self, label: str, stream: str, index: int) -> dict:
+        """The launch of a family's case with this ``index``: in the V2 order (a V1 index mapped)."""
         if stream == "v1":
             mmvq = self.mmvq_positions
             index = mmvq[index] if 0 <= index < len(mmvq) else None
-        return {"index": index, "label": marker.args[0], "stream": stream}
+        return {"index": index, "label": label, "stream": stream}
 
     @cached_property
     def mmvq_positions(self) -> list[int]:
@@ -170,7 +178,7 @@ class PalwSession:
 
     @cached_property
     def build(self) -> RuntimeBuild:
-        location = self.option("palw_lib") or self.handed.get(HANDED_MANIFEST)
+        location = self.handed.get(HANDED_MANIFEST) or self.option("palw_lib")  # a worker runs what was checked
         build, line = choose_build(location, None if location else visible_devices(), self.option("palw_build"))
         self.runtime_line = line or self.runtime_line
         return build
@@ -185,6 +193,10 @@ class PalwSession:
     @cached_property
     def model(self) -> Model:
         resolved = self.resolved_model  # a wrong model stops in one line before it is loaded
+        if self.handed.get(HANDED_MODEL) and remembered_sha256(resolved.path) != resolved.sha256:
+            # each case that needs the model errors with this line (stopping a worker would stop xdist)
+            raise AssertionError(f"{resolved.path} changed since the controller checked it (sha256 "
+                                 f"{resolved.sha256[:16]}...): keep the model file unchanged while the suite runs")
         model = self.runtime.load_model(resolved.path, resolved.profile)
         self.mark("model_loaded")
         return model

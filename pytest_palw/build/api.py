@@ -8,6 +8,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pytest_palw.build import carry
 from pytest_palw.build.config import DEFAULT_CUDA_ARCH, BuildConfig, check_pinned_cc_supported
 from pytest_palw.build.cxx_runtime import check_libraries, require_one_runtime
 from pytest_palw.build.llama_cpp_python import ensure_binding, installed_version
@@ -27,8 +28,12 @@ PATCHED_FLAG = ".palw-patched"  # holds the key: the tree is fully patched for t
 def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc: int | None = None,
           source: Path | str | None = None, force: bool = False, jobs: int | None = None,
           build_root: Path | str | None = None, overlays: Path | str | None = None,
-          install_binding: bool = True, patched: bool = True) -> Manifest:
+          install_binding: bool = True, patched: bool = True, cache_from: Path | str | None = None,
+          cache_to: Path | str | None = None) -> Manifest:
     """Build the runtime for these inputs, or return the cached build (``manifest.cache_hit``).
+
+    ``cache_from``: a directory of `--cache-to` archives; the one of this key, if there, is restored
+    instead of compiling. ``cache_to``: write this build's archive there (carry.py).
 
     ``patched=False`` builds upstream llama.cpp from the same sdist: a reference for A/B
     evidence (the plugin refuses it as a runtime under test).
@@ -42,12 +47,18 @@ def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc
     lock = plan.build_dir.with_name(plan.build_dir.name + ".lock")
     with exclusive(lock, what=f"building {plan.build_dir.name}"):
         manifest = None if force else _reusable(plan)
+        if manifest is None and cache_from is not None and not force:
+            restored = carry.restore(cache_from, plan.build_dir, plan.key)
+            manifest = _reusable(plan) if restored is not None else None
         if manifest is not None:
             manifest.cache_hit = True
             _refresh_binding(manifest, plan, install_binding)
             print(f"palw: cache hit: {manifest.path}", file=sys.stderr)
-            return manifest
-        return _build(plan, force=force, jobs=jobs, install_binding=install_binding)
+        else:
+            manifest = _build(plan, force=force, jobs=jobs, install_binding=install_binding)
+        if cache_to is not None:
+            carry.save(manifest, cache_to)
+        return manifest
 
 
 def find_manifest(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH,

@@ -27,7 +27,7 @@ import pytest
 
 from pytest_palw import __version__, paths
 from pytest_palw.cache import sha256_bytes, sha256_file, tree_digest
-from pytest_palw.marks import LAUNCH_MARK
+from pytest_palw.marks import LAUNCH_MARK, STREAM_INDICES, launch_family
 from pytest_palw.tiers import EXEMPT, tier_of
 
 SUITE_PREFIX = "conformance/"  # the inventory names cases as a checkout's node ids do
@@ -63,6 +63,11 @@ class Inventory:
     def tiers(self) -> dict[str, str]:
         """case id -> tier, every case of the suite."""
         return {case: family.tier for family in self.families for case in family.ids()}
+
+    @cached_property
+    def launches(self) -> dict[str, tuple[str, str]]:
+        """function id -> (label, stream) of each family of launch cases."""
+        return {family.function: family.launch for family in self.families if family.launch}
 
     @cached_property
     def ids(self) -> tuple[str, ...]:
@@ -159,12 +164,28 @@ def build(suite_dir: Path | None = None) -> Inventory:
             marks = _marks(obj) + module_marks
             where = f"{path.name}::{name}"
             tier = tier_of(mark.name for mark in marks) or "cpu"  # the plugin marks an unmarked case cpu
-            launch = next(((mark.args[0], mark.kwargs.get("stream", "v2"))
-                           for mark in marks if mark.name == LAUNCH_MARK), None)
-            families.append(Family(f"{SUITE_PREFIX}{where}", tier, _parameter_ids(marks, where), launch))
+            params = _parameter_ids(marks, where)
+            families.append(Family(f"{SUITE_PREFIX}{where}", tier, params, _launch_family(marks, where)))
     if not families:
         raise InventoryError(f"no test function in {suite_dir}/test_*.py: the suite is missing")
     return Inventory(tuple(families), claims)
+
+
+def _launch_family(marks, where: str) -> tuple[str, str] | None:
+    """The (label, stream) of a family of launch cases: a ``palw_launch`` mark over an ``index``
+    parametrized with exactly its stream's launch indices (marks.each_launch)."""
+    launch_marks = [mark for mark in marks if mark.name == LAUNCH_MARK]
+    if not launch_marks:
+        return None
+    try:
+        label, stream = launch_family(launch_marks[0])
+    except ValueError as error:
+        raise InventoryError(f"{where}: {error}") from None
+    indices = [list(mark.args[1]) for mark in marks if mark.name == "parametrize" and mark.args[0] == "index"]
+    if len(launch_marks) > 1 or indices != [list(STREAM_INDICES[stream])]:
+        raise InventoryError(f"{where}: a palw_launch case takes one `index` parameter over its stream's "
+                             "launches: mark it with marks.each_launch only")
+    return label, stream
 
 
 def _load(path: Path):

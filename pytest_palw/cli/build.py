@@ -47,6 +47,12 @@ def _register_build(subparsers) -> None:
     parser.add_argument("--jobs", type=_positive, metavar="N", help="parallel compile jobs (ninja -j)")
     parser.add_argument("--build-root", type=Path, metavar="DIR",
                         help="where builds go (default: the pytest-palw cache's builds/)")
+    parser.add_argument("--cache-from", type=Path, metavar="DIR",
+                        help="a directory of build archives (--cache-to): restore the one of this build's "
+                             "key instead of compiling (a CI gate's cache)")
+    parser.add_argument("--cache-to", type=Path, metavar="DIR",
+                        help="write this build's archive (outputs, headers; no objects) into DIR, named by "
+                             "its key")
     parser.add_argument("--print-manifest", action="store_true",
                         help="print the manifest path on stdout (for scripts)")
     parser.add_argument("--no-binding-install", action="store_true",
@@ -70,7 +76,8 @@ def _run_build(args) -> int:
     manifest = build(args.variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc,
                      source=args.source, force=args.force, jobs=args.jobs,
                      build_root=args.build_root, overlays=args.overlays,
-                     install_binding=not args.no_binding_install, patched=not args.unpatched)
+                     install_binding=not args.no_binding_install, patched=not args.unpatched,
+                     cache_from=args.cache_from, cache_to=args.cache_to)
     if args.print_manifest:
         print(manifest.path)
     return 0

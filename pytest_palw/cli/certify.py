@@ -47,6 +47,7 @@ def run(args) -> int:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]
     certificate = Path(args.certificate)
+    discard(certificate.resolve())  # before pytest: its plugin may never start (a -p that fails to import)
     received = _Controller()
     try:
         code = int(run_without_autoload(argv + list(args.pytest_args), plugins=[received]))
@@ -54,10 +55,13 @@ def run(args) -> int:
         print(f"palw: pytest raised {type(error).__name__}: {str(error)[:300]}")
         code = 1
     document = received.document
+    written = received.controller.path if received.controller is not None else None
+    if written is not None and written != certificate.resolve():
+        discard(written)
+        print(f"palw: the run wrote its certificate to {written}, not {certificate} (a --palw-certificate among "
+              "the pytest arguments): nothing is certified; pass the path with --certificate only")
+        return code or 1
     if document is None or not certificate.is_file():
-        # pytest stopped before the plugin's first hook (it discards an older one there), e.g. a
-        # -p plugin that does not import: an older certificate must not stand for this run.
-        discard(certificate.resolve())
         print(f"palw: no certificate written to {certificate}: the session ended before its verdict (see "
               "above), so nothing is certified")
         return code or 1

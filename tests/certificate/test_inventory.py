@@ -80,6 +80,13 @@ def test_claims_come_with_the_inventory(suite):
     ("def pytest_generate_tests(metafunc): pass\ndef test_a(): pass\n", "pytest_generate_tests"),
     ("import pytest\n@pytest.mark.parametrize('x', [1], indirect=True)\ndef test_a(x): pass\n", "indirect"),
     ("import pytest\n@pytest.mark.parametrize('x', [1], ids=['caf\u00e9'])\ndef test_a(x): pass\n", "has no id"),
+    ("import pytest\n@pytest.mark.palw_launch\n@pytest.mark.parametrize('index', [0])\ndef test_a(index): pass\n",
+     "is not \\(label, stream"),
+    ("import pytest\n@pytest.mark.palw_launch('x', stream='v3')\n@pytest.mark.parametrize('index', [0])\n"
+     "def test_a(index): pass\n", "is not \\(label, stream"),
+    ("import pytest\n@pytest.mark.palw_launch('x')\n@pytest.mark.parametrize('index', [0, 1])\n"
+     "def test_a(index): pass\n", "one `index` parameter over its stream's launches"),
+    ("import pytest\n@pytest.mark.palw_launch('x')\ndef test_a(): pass\n", "one `index` parameter"),
 ])
 def test_what_the_inventory_cannot_name_is_refused(tmp_path, source, message):
     (tmp_path / "test_x.py").write_text(source)
