@@ -28,7 +28,7 @@ from pytest_palw.runtime.discovery import (
     STAGE_SOFTMAX,
     Discovery,
 )
-from pytest_palw.runtime.run import encode_each
+from pytest_palw.runtime.run import attention_association, encode_each, new_association
 from pytest_palw.runtime.sketch import sketch, tile_from_buffer
 from pytest_palw.runtime.templates import attention_dimensions
 from pytest_palw.topology import AttentionGeometry
@@ -106,17 +106,15 @@ def _tensor_view(runtime, view, tensor) -> None:
 def association_v2(runtime, tensor, candidate):
     """Build the association llama-context.cpp builds for this node (pinned fresh ubatch)."""
     lib, ffi = runtime.lib, runtime.ffi
-    actual = ffi.new("palw_cuda_llama_trace_association_v2 *")
-    actual.abi_version = lib.PALW_CUDA_LLAMA_TRACE_ASSOCIATION_ABI_VERSION_V2
-    actual.struct_size = ffi.sizeof("palw_cuda_llama_trace_association_v2")
-    actual.operation_token = tensor
+    stage = candidate.attention_stage
+    actual = (new_association(runtime, tensor) if stage == STAGE_NONE
+              else attention_association(runtime, tensor, stage, candidate.attention))
     _tensor_view(runtime, actual.src0, tensor.src[0])
     _tensor_view(runtime, actual.src1, tensor.src[1])
     _tensor_view(runtime, actual.src2, tensor.src[2])
     _tensor_view(runtime, actual.dst, tensor)
-    actual.phase = lib.PALW_CUDA_TRACE_PREFILL
-    stage = candidate.attention_stage
     if stage == STAGE_NONE:
+        actual.phase = lib.PALW_CUDA_TRACE_PREFILL
         actual.kind = lib.PALW_CUDA_TRACE_GEMM
         actual.m, actual.n = int(tensor.ne[0]), int(tensor.ne[1])
         actual.k = int(tensor.src[0].ne[0])
@@ -126,20 +124,8 @@ def association_v2(runtime, tensor, candidate):
         ffi.memmove(ffi.addressof(actual.src2), bytes(ffi.sizeof(actual.src2)), ffi.sizeof(actual.src2))
         return actual
     layer = re.search(r"-(\d+)$", candidate.node)
-    actual.attention_stage = stage
-    actual.kind = lib.PALW_CUDA_TRACE_ATTENTION if stage == STAGE_SOFTMAX else lib.PALW_CUDA_TRACE_GEMM
     actual.layer_id = int(layer.group(1)) if layer else 0
-    actual.layer_present = 1
-    actual.query_tokens = actual.key_value_tokens = 1
-    a = candidate.attention
-    actual.physical_key_value_tokens = a.kv_cells
-    actual.query_heads, actual.key_value_heads, actual.head_dim = a.query_heads, a.key_value_heads, a.head_dim
-    actual.logical_batch = 1
-    actual.causal = 1
     actual.quantization = lib.PALW_CUDA_TRACE_QUANTIZATION_NONE
-    actual.n = 1
-    actual.batch = a.query_heads
-    actual.output_rows = a.query_heads
     actual.m = int(tensor.ne[0])
     if stage == STAGE_QK:
         actual.k = int(tensor.src[0].ne[0])

@@ -53,15 +53,21 @@ def diagnostics(runtime, context) -> Diagnostics:
     return Diagnostics(int(status), int(out[0][0]), int(out[0][1]), int(out[1][0]), int(out[2][0]))
 
 
-def synthetic_attention(runtime, stage: int, keepalive: list, a: AttentionGeometry):
-    """The smoke's make_synthetic_attention: an association used only to query kernel info."""
+def new_association(runtime, operation_token):
+    """An empty V2 association of this ABI for ``operation_token``."""
     ffi, lib = runtime.ffi, runtime.lib
-    allocations = ffi.new("int[3]")
-    keepalive.append(allocations)
     actual = ffi.new("palw_cuda_llama_trace_association_v2 *")
     actual.abi_version = lib.PALW_CUDA_LLAMA_TRACE_ASSOCIATION_ABI_VERSION_V2
     actual.struct_size = ffi.sizeof("palw_cuda_llama_trace_association_v2")
-    actual.operation_token = allocations
+    actual.operation_token = operation_token
+    return actual
+
+
+def attention_association(runtime, operation_token, stage: int, a: AttentionGeometry):
+    """A V2 association's attention fields for one decode step of one layer, as the llama bridge
+    fills them (the smoke's make_synthetic_attention and the CPU reference's bridge rules alike)."""
+    lib = runtime.lib
+    actual = new_association(runtime, operation_token)
     actual.n, actual.batch, actual.output_rows = 1, a.query_heads, a.query_heads
     actual.query_tokens = actual.key_value_tokens = 1
     actual.physical_key_value_tokens = a.kv_cells
@@ -72,6 +78,15 @@ def synthetic_attention(runtime, stage: int, keepalive: list, a: AttentionGeomet
     actual.layer_present = 1
     actual.phase = lib.PALW_CUDA_TRACE_PREFILL
     actual.causal = 1
+    return actual
+
+
+def synthetic_attention(runtime, stage: int, keepalive: list, a: AttentionGeometry):
+    """The smoke's make_synthetic_attention: an association used only to query kernel info."""
+    ffi, lib = runtime.ffi, runtime.lib
+    allocations = ffi.new("int[3]")
+    keepalive.append(allocations)
+    actual = attention_association(runtime, allocations, stage, a)
     f16, f32 = lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F16, lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F32
     cells, heads, kv_heads, dim = a.kv_cells, a.query_heads, a.key_value_heads, a.head_dim
     shapes = {  # stage: (m, k, precision, src0, src1, dst) with views (type, ne)
