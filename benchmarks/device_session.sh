@@ -150,6 +150,13 @@ pack_build() {  # the finished build (no objects), in 15 MB parts: a later call 
   mkdir -p "$OUT/build" && split -b 15M /tmp/palw-build.tgz "$OUT/build/palw-build.tgz."
   ls -la "$OUT/build"
 }
+contention() {  # benchmarks/bench_contention.sh: a reject case's latency with 1..8 processes on one GPU
+  OUT="$RES/contention" bash benchmarks/bench_contention.sh "$MANIFEST" "$MODEL"
+}
+slow_case() {  # the longest single case of a warm run, alone, with its phases
+  python3 -m pytest "conformance/test_misuse.py::test_state_imported" --palw-model=profile:full -p no:cacheprovider \
+      -q --durations=0 --setup-show 2>&1 | tail -n 30
+}
 carry_to() {  # the build's `--cache-to` archive (what a CI gate caches), for fresh_machine
   palw build --variant cuda --source .carry/palw-source.tar.gz --cache-to /tmp/palw-carry && ls -la /tmp/palw-carry
 }
@@ -166,7 +173,7 @@ command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
-export -f carry_to fresh_machine
+export -f carry_to fresh_machine contention slow_case
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -188,6 +195,8 @@ step certify 400 certify
 step certify_setup_plan 120 certify_setup_plan
 step certify_killed 200 certify_killed
 step mutants 600 mutants
+step contention 200 contention
+step slow_case 90 slow_case
 step carry_to 90 carry_to
 step fresh_machine 400 fresh_machine
 step pack_build 60 pack_build
