@@ -161,10 +161,9 @@ class PalwSession:
     @cached_property
     def mmvq_positions(self) -> list[int]:
         """Where each MMVQ launch (a V1 index) sits in the V2 order: the launch table of the model."""
-        from pytest_palw.fixtures.oracles.launch_table import expected_launches
+        from pytest_palw.fixtures.oracles.launch_table import expected_launches, mmvq_positions
 
-        return [launch.index for launch in expected_launches(self.resolved_model.profile)
-                if not launch.klass.startswith("attention")]
+        return mmvq_positions(expected_launches(self.resolved_model.profile))
 
     def worker_finish(self, session) -> None:
         if self.worker_id is not None:

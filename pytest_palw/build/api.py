@@ -47,9 +47,8 @@ def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc
     lock = plan.build_dir.with_name(plan.build_dir.name + ".lock")
     with exclusive(lock, what=f"building {plan.build_dir.name}"):
         manifest = None if force else _reusable(plan)
-        if manifest is None and cache_from is not None and not force:
-            restored = carry.restore(cache_from, plan.build_dir, plan.key)
-            manifest = _reusable(plan) if restored is not None else None
+        if manifest is None and cache_from is not None and not force:  # then checked as any cached build
+            manifest = _reusable(plan) if carry.restore(cache_from, plan.build_dir, plan.key) else None
         if manifest is not None:
             manifest.cache_hit = True
             _refresh_binding(manifest, plan, install_binding)

@@ -59,13 +59,13 @@ def save(manifest: Manifest, directory: Path | str) -> Path:
     return target
 
 
-def restore(directory: Path | str, build_dir: Path, key: str) -> Manifest | None:
-    """The build of ``key`` from ``directory``'s archive, unpacked into ``build_dir`` (and the source
-    cache), its manifest's paths moved here; None when the directory has no archive of that key."""
+def restore(directory: Path | str, build_dir: Path, key: str) -> bool:
+    """Unpack the build of ``key`` from ``directory``'s archive into ``build_dir`` (and the source
+    cache), its manifest's paths moved here; False when the directory has no archive of that key."""
     source = archive_path(directory, build_dir.name)
     if not source.is_file():
         print(f"palw: no {source.name} in {directory}: building", file=sys.stderr)
-        return None
+        return False
     sources = cache_dir("sources")
     try:
         with tarfile.open(source, "r:gz") as archive:
@@ -95,9 +95,8 @@ def restore(directory: Path | str, build_dir: Path, key: str) -> Manifest | None
     for old, new in moves:  # as JSON strings: the paths inside the manifest's string values
         text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
     manifest_path.write_text(text)
-    manifest = Manifest.load(manifest_path)
     print(f"palw: restored {build_dir.name} from {source}", file=sys.stderr)
-    return manifest
+    return True
 
 
 def _without_objects(member: tarfile.TarInfo) -> tarfile.TarInfo | None:

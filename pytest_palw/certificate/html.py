@@ -17,6 +17,7 @@ import jinja2
 from pytest_palw import paths
 from pytest_palw.certificate import load, page_path
 from pytest_palw.certificate.inventory import claim_of
+from pytest_palw.fixtures.oracles.launch_table import mmvq_positions
 
 TEMPLATE = "report.html.j2"
 FAIL_COLOUR = "#c62828"  # the one failure colour: banner, failing cells, failure list
@@ -56,10 +57,10 @@ def launch_cells(document: dict) -> list[dict]:
     """One cell per expected launch: class, layer, tensor, outcome and the cases behind it (each
     case's launch as its run recorded it: CaseResult.launch)."""
     launches = _launch_table(document.get("model"))
-    mmvq = {launch.index for launch in launches if not launch.klass.startswith("attention")}
+    mmvq = set(mmvq_positions(launches))
     streams = launch_families(document)  # label -> stream
     by_index: dict[int, dict[str, str]] = {launch.index: {} for launch in launches}
-    for case, launch in case_launches(document):
+    for case, launch in case_launches(document, launches):
         if launch["index"] in by_index:  # two cases of one family at one launch: the worse outcome
             results = by_index[launch["index"]]
             results[launch["label"]] = max(results.get(launch["label"], "passed"), _outcome(case), key=_RANK.index)
@@ -89,7 +90,7 @@ def launch_families(document: dict) -> dict[str, str]:
     return dict(INDEX_CASES.values())
 
 
-def case_launches(document: dict) -> list[tuple[dict, dict]]:
+def case_launches(document: dict, launches) -> list[tuple[dict, dict]]:
     """(case, its launch) for every case about one launch. A certificate written before the run
     recorded them has none: its launches are read from its case ids (legacy.py), and its families
     are the ones the page knew then."""
@@ -98,7 +99,7 @@ def case_launches(document: dict) -> list[tuple[dict, dict]]:
         return [(case, case["launch"]) for case in cases if case.get("launch")]
     from pytest_palw.certificate.legacy import launches_from_ids
 
-    return launches_from_ids(cases, _launch_table(document.get("model")))
+    return launches_from_ids(cases, launches)
 
 
 def module_claims(document: dict) -> list[dict]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from pytest_palw.fixtures.oracles.launch_table import mmvq_positions
+
 # (module, function) -> (label, stream) of the parametrized cases about one launch index then.
 INDEX_CASES = {
     ("test_launch_order.py", "test_mixed_launch"): ("order", "v2"),
@@ -23,7 +25,7 @@ _NODE = re.compile(r"(?:^|/)(test_\w+\.py)::(\w+)\[(\d+)\]$")
 
 def launches_from_ids(cases: list[dict], launches) -> list[tuple[dict, dict]]:
     """(case, {index, label, stream}) for each old case id naming one launch index."""
-    mmvq = [launch.index for launch in launches if not launch.klass.startswith("attention")]
+    mmvq = mmvq_positions(launches)
     found = []
     for case in cases:
         match = _NODE.search(case.get("id") or case["nodeid"])

@@ -70,4 +70,4 @@ def test_an_archive_of_another_key_is_refused(archived, tmp_path, monkeypatch):
                carry.archive_path(tmp_path, other.name))
     with pytest.raises(Exception, match="holds build cpu-"):
         carry.restore(tmp_path, other, "0" * 64)
-    assert carry.restore(tmp_path / "empty", other, "0" * 64) is None
+    assert carry.restore(tmp_path / "empty", other, "0" * 64) is False
