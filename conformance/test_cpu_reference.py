@@ -8,7 +8,8 @@ The reference decode gives every graph node its own scheduler split and reads ea
 output back right after it is computed. The validator is
 palw_cuda_llama_trace_association_is_supported_v2, the codec record_codec.cpp, both through the host
 ABI (cffi); the stream itself is golden (test_golden_streams). Not certified here: the records'
-contents, which the smoke's approve logic rewritten in Python makes with stand-in kernel identities
+contents, which the caller's callbacks (the smoke's approve logic in C, pytest_palw/runtime/binding/trace_caller.cpp)
+make with stand-in kernel identities
 (tests/runtime/test_reference_records.py checks them against discovery), nor that the patch itself builds these
 associations (test_non_mutation (b), pinned tier).
 """

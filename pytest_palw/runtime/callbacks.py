@@ -14,13 +14,18 @@ class CallbackOwner:
     """Base for objects that receive C callbacks; collects the errors raised inside them."""
 
     def __init__(self):
-        self.callback_errors: list[str] = []
+        self._callback_errors: list[str] = []
+
+    @property
+    def callback_errors(self) -> list[str]:
+        """The tracebacks of the exceptions raised inside the callbacks."""
+        return list(self._callback_errors)
 
     def guard(self, method, fallback, *args):
         try:
             return method(*args)
         except BaseException:  # noqa: BLE001 - nothing may unwind into C
-            self.callback_errors.append(traceback.format_exc())
+            self._callback_errors.append(traceback.format_exc())
             return fallback
 
 
@@ -31,8 +36,7 @@ def install(abi) -> None:
     """Bind the extension's ``extern "Python"`` declarations to the dispatchers (once per module)."""
     if id(abi) in _installed:
         return
-    ffi, lib = abi.ffi, abi.lib
-    invalid = lib.PALW_CUDA_TRACE_INVALID_ARGUMENT
+    ffi = abi.ffi
 
     def owner(user_data):
         return ffi.from_handle(user_data)
@@ -42,22 +46,11 @@ def install(abi) -> None:
         target = owner(user_data)
         return target.guard(target.on_eval, False, tensor, bool(ask))
 
-    for version in ("v1", "v2"):
-        def approve(user_data, actual, expected, _v=version):
-            target = owner(user_data)
-            return target.guard(getattr(target, f"approve_{_v}"), invalid, actual, expected)
+    @ffi.def_extern()
+    def palw_py_change(user_data, launch):
+        target = owner(user_data)
+        target.guard(target.on_change, None, launch)
 
-        def launch_accepted(user_data, actual, expected, _v=version):
-            target = owner(user_data)
-            target.guard(getattr(target, f"launch_accepted_{_v}"), None, actual, expected)
-
-        def fault(user_data, status, fault_code, actual):
-            target = owner(user_data)
-            target.guard(target.fault, None, status, fault_code, actual)
-
-        ffi.def_extern(name=f"palw_py_approve_{version}")(approve)
-        ffi.def_extern(name=f"palw_py_launch_accepted_{version}")(launch_accepted)
-        ffi.def_extern(name=f"palw_py_fault_{version}")(fault)
     _installed.add(id(abi))
 
 

@@ -1,11 +1,12 @@
-"""Drive one request-local PALW trace from Python, with the seed smoke's callback semantics.
+"""The caller side of one request-local PALW trace, with the seed smoke's callback semantics.
 
-``TraceCaller`` is the caller side of the trace: its approve / launch_accepted /
-fault callbacks reproduce approve_callback(_v2), launch_accepted_callback(_v2) and
-fault_callback(_v2) of tools/palw-mmvq-smoke exactly (semantic template per class,
-FNV-1a-derived diagnostic ids with the smoke's domains, kernel binding from kernel
-info), plus an optional reject index. ``run_trace`` performs the smoke's sequence:
-attach, kernel info, decode, unbind, diagnostics, finalize, verify, destroy.
+The callbacks themselves are C (binding/trace_caller.cpp: the smoke's approve_callback(_v2),
+launch_accepted_callback(_v2) and fault_callback(_v2): semantic template per class, FNV-1a
+diagnostic ids with the smoke's domains, kernel binding from kernel info), so no Python runs per
+launch. ``TraceCaller`` owns their state (candidates, kernel infos, digests, an optional reject
+index, the record of what each callback was handed) and reads it back for the cases; ``run_trace``
+(run.py) performs the smoke's sequence: attach, kernel info, decode, unbind, diagnostics, finalize,
+verify, destroy.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import enum
 import re
 from dataclasses import dataclass
 
-from pytest_palw.runtime import identities as ids
-from pytest_palw.runtime import templates
 from pytest_palw.runtime.callbacks import CallbackOwner
 from pytest_palw.runtime.discovery import (
     STAGE_CLASS,
@@ -28,7 +27,7 @@ from pytest_palw.runtime.discovery import (
 
 
 class CallbackError(enum.IntEnum):
-    """The smoke's callback_error."""
+    """The smoke's callback_error (PALW_TRACE_CALLER_ERROR_*)."""
 
     NONE = 0
     INVALID_ARGUMENT = 1
@@ -38,20 +37,27 @@ class CallbackError(enum.IntEnum):
     LAUNCH_NOTIFICATION_MISMATCH = 5
 
 
-# The kernel bindings a caller approves with, by name: the legacy stream's binary, then each class.
+# The kernel bindings a caller approves with, by name, in PALW_TRACE_CALLER_DIGEST_* order: the
+# legacy stream's binary, then each class.
 DIGEST_NAMES = ("binary", "q4_k", "q6_k", *STAGE_CLASS.values())
 
+_INFO_SLOTS = {"q4": "q4_info", "q6": "q6_info", "qk": "qk_info", "softmax": "softmax_info", "pv": "pv_info"}
 
-@dataclass
+
 class KernelInfos:
-    """Kernel self-description queried after attach (cffi structs, owned)."""
+    """Kernel self-description queried after attach (cffi structs, owned). Each one set is handed
+    to the C callbacks of ``state`` at once."""
 
-    q4: object = None
-    q6: object = None
-    qk: object = None
-    softmax: object = None
-    pv: object = None
-    collector: object = None
+    def __init__(self, ffi, state):
+        object.__setattr__(self, "_ffi", ffi)
+        object.__setattr__(self, "_state", state)
+        for name in (*_INFO_SLOTS, "collector"):
+            object.__setattr__(self, name, None)
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name in _INFO_SLOTS:
+            setattr(self._state, _INFO_SLOTS[name], self._ffi.NULL if value is None else value)
 
     def mmvq(self, lib, quantization):
         return {lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K: self.q4,
@@ -70,7 +76,7 @@ class Fault:
 
 
 class TraceCaller(CallbackOwner):
-    """Caller state of one trace (the smoke's trace_state / mixed_trace_state)."""
+    """Caller state of one trace (the smoke's trace_state / mixed_trace_state), held in C."""
 
     def __init__(self, runtime, candidates: list[Candidate], *, version: int = 2,
                  reject_index: int | None = None, digests: dict[str, bytes] | None = None,
@@ -86,20 +92,39 @@ class TraceCaller(CallbackOwner):
         self.version = version
         self.reject_index = reject_index
         self.digests = digests or {}
-        self.infos = KernelInfos()
-        self.approved = 0
-        self.launch_notifications = 0
-        self.faults: list[Fault] = []
-        self.error = CallbackError.NONE
-        self.rejection_triggered = False
-        self.refused: dict | None = None  # the association approve refused at reject_index, as the runtime gave it
-        self.operation_tokens: list[int] = []
-        self._token_set: set[int] = set()
-        self._seen: list[tuple[bytes, str]] = []  # each approved association's bytes and node name
-        self._handle = self.ffi.new_handle(self)
+        self.state = self._make_state()
+        self.infos = KernelInfos(self.ffi, self.state)
         self.request = self._make_request()
 
-    # -- request -------------------------------------------------------------------
+    # -- state -----------------------------------------------------------------------
+    def _make_state(self):
+        ffi, lib = self.ffi, self.lib
+        count = len(self.candidates)
+        state = ffi.new("palw_trace_caller *")
+        state.version = self.version
+        self._table = ffi.new("palw_trace_caller_candidate[]", max(count, 1))
+        for slot, candidate in zip(self._table, self.candidates):
+            _fill_candidate(ffi, slot, candidate)
+        state.candidates, state.candidate_count = self._table, count
+        state.limit = min(count, lib.PALW_CUDA_LLAMA_TRACE_MIXED_LAUNCH_COUNT_V2) if self.version == 2 else count
+        no_index = lib.PALW_TRACE_CALLER_NO_INDEX
+        state.reject_index = no_index if self.reject_index is None else self.reject_index
+        if self.change is not None:
+            self._handle = ffi.new_handle(self)
+            state.change_index, state.change, state.change_user_data = self.change[0], lib.palw_py_change, self._handle
+        else:
+            state.change_index = no_index
+        for slot, name in enumerate(DIGEST_NAMES):
+            if name in self.digests:
+                ffi.memmove(state.digests[slot], self.digests[name], 32)
+        self._tokens = ffi.new("void *[]", max(count, 1))
+        self._associations = ffi.new("uint8_t[]", max(count, 1) * ffi.sizeof(ASSOCIATION_TYPES[self.version]))
+        self._names = ffi.new("char[]", max(count, 1) * lib.PALW_TRACE_CALLER_NAME_SIZE)
+        self._faults = ffi.new("palw_trace_caller_fault[]", 2 * count + 16)
+        state.operation_tokens, state.associations, state.node_names = self._tokens, self._associations, self._names
+        state.faults, state.fault_capacity = self._faults, len(self._faults)
+        return state
+
     def _make_request(self):
         ffi, lib = self.ffi, self.lib
         if self.version == 2:
@@ -111,202 +136,98 @@ class TraceCaller(CallbackOwner):
             request.abi_version = lib.PALW_CUDA_LLAMA_MMVQ_REQUEST_ABI_VERSION_V1
             request.expected_launch_count = len(self.candidates)
         request.struct_size = ffi.sizeof(request[0])
-        request.user_data = self._handle
+        request.user_data = self.state
         v = f"v{self.version}"
-        request.approve = getattr(lib, f"palw_py_approve_{v}")
-        request.launch_accepted = getattr(lib, f"palw_py_launch_accepted_{v}")
-        request.fault = getattr(lib, f"palw_py_fault_{v}")
+        request.approve = getattr(lib, f"palw_trace_caller_approve_{v}")
+        request.launch_accepted = getattr(lib, f"palw_trace_caller_launch_accepted_{v}")
+        request.fault = getattr(lib, f"palw_trace_caller_fault_{v}")
         return request
 
-    # -- shared pieces ---------------------------------------------------------------
-    def _ptr(self, pointer) -> int:
-        return int(self.ffi.cast("uintptr_t", pointer))
+    def approve(self, actual, expected) -> int:
+        """The approve callback on ``actual`` (as the runtime would call it), for a run without one."""
+        return int(self.request.approve(self.state, actual, expected))
 
-    def _remember(self, actual, index: int) -> None:
-        token = self._ptr(actual.operation_token)
-        self.operation_tokens.append(token)
-        self._token_set.add(token)
-        # A byte copy now (the association dies with the callback), decoded only when a case asks.
-        self._seen.append((bytes(self.ffi.buffer(actual)), self._node_name(actual)))
+    def on_change(self, launch) -> None:
+        before = bytes(self.ffi.buffer(launch))
+        self.change[1](self.lib, launch.semantic_template)
+        self.changed = (before, bytes(self.ffi.buffer(launch)))
 
-    def _node_name(self, actual) -> str:
-        """The name of the graph node the association's operation token points to."""
-        node = self.ffi.string(self.ffi.cast("struct ggml_tensor *", actual.operation_token).name)
-        return node.decode("utf-8", "replace")
+    # -- what the callbacks did ------------------------------------------------------
+    @property
+    def approved(self) -> int:
+        return int(self.state.approved)
+
+    @property
+    def launch_notifications(self) -> int:
+        return int(self.state.launch_notifications)
+
+    @property
+    def error(self) -> CallbackError:
+        return CallbackError(self.state.error)
+
+    @property
+    def rejection_triggered(self) -> bool:
+        return bool(self.state.rejection_triggered)
+
+    @property
+    def faults(self) -> list[Fault]:
+        state, ptr = self.state, self._ptr
+        kept = min(int(state.fault_count), int(state.fault_capacity))
+        return [Fault(int(f.status), int(f.fault), bool(f.with_association),
+                      ptr(f.operation_token) if f.with_association else None) for f in self._faults[0:kept]]
+
+    @property
+    def callback_errors(self) -> list[str]:
+        """The change hook's exceptions, and fault callbacks the C state could not keep."""
+        lost = int(self.state.fault_count) - int(self.state.fault_capacity)
+        return super().callback_errors + ([f"{lost} fault callbacks beyond the caller's "
+                                           f"{int(self.state.fault_capacity)} were counted but not kept"]
+                                          if lost > 0 else [])
+
+    @property
+    def operation_tokens(self) -> list[int]:
+        return [self._ptr(token) for token in self._tokens[0:self.approved]]
 
     @property
     def associations(self) -> list[dict]:
-        """What approve saw, per index (for the non-mutation checks); decoded once per length."""
-        if len(getattr(self, "_decoded", ())) != len(self._seen):
-            kind = ASSOCIATION_TYPES[self.version]
-            self._decoded = [association_snapshot(self.ffi, self.ffi.from_buffer(f"{kind} *", raw),
-                                                  self.version, node) for raw, node in self._seen]
+        """What approve saw, per approved index (for the non-mutation checks); decoded once per length."""
+        if len(getattr(self, "_decoded", ())) != self.approved:
+            ffi, kind = self.ffi, ASSOCIATION_TYPES[self.version]
+            size, name_size = ffi.sizeof(kind), self.lib.PALW_TRACE_CALLER_NAME_SIZE
+            self._decoded = [association_snapshot(ffi, ffi.cast(f"{kind} *", self._associations + i * size),
+                                                  self.version, self._name(self._names + i * name_size))
+                             for i in range(self.approved)]
         return self._decoded
 
-    def _refusal(self, actual, expected, supported, same, limit: int) -> int | None:
-        """The smoke's checks before a template is built, in its order: the status approve
-        returns, or None to go on. ``supported``/``same`` take the association."""
-        lib, ffi = self.lib, self.ffi
-        if actual == ffi.NULL or expected == ffi.NULL or self.error != CallbackError.NONE or not supported(actual):
-            self.error = CallbackError.INVALID_ARGUMENT
-            return lib.PALW_CUDA_TRACE_INVALID_ARGUMENT
-        index = self.approved
-        if index >= limit:
-            self.error = CallbackError.UNEXPECTED_COUNT
-            return lib.PALW_CUDA_TRACE_SEQUENCE_MISMATCH
-        if index == self.reject_index:
-            self.rejection_triggered = True
-            weight = ffi.cast("struct ggml_tensor *", actual.operation_token).src[0]
-            self.refused = association_snapshot(ffi, actual, self.version, self._node_name(actual))
-            self.refused["weight"] = ffi.string(weight.name).decode("utf-8", "replace") if weight != ffi.NULL else None
-            return lib.PALW_CUDA_TRACE_IDENTITY_MISMATCH
-        if not same(self.candidates[index], actual):
-            self.error = CallbackError.ASSOCIATION_MISMATCH
-            return lib.PALW_CUDA_TRACE_IDENTITY_MISMATCH
-        if self._ptr(actual.operation_token) in self._token_set:
-            self.error = CallbackError.DUPLICATE_OPERATION_TOKEN
-            return lib.PALW_CUDA_TRACE_SEQUENCE_MISMATCH
-        return None
+    @property
+    def refused(self) -> dict | None:
+        """The association approve refused at reject_index, as the runtime gave it, with the name of
+        the weight its operation reads."""
+        state = self.state
+        if not state.refused_present:
+            return None
+        actual = state.refused_v2 if self.version == 2 else state.refused_v1
+        snapshot = association_snapshot(self.ffi, actual, self.version, self._name(state.refused_node))
+        snapshot["weight"] = self._name(state.refused_weight) if state.refused_weight_present else None
+        return snapshot
 
-    def _approved(self, actual, index: int, launch) -> int:
-        if self.change is not None and self.change[0] == index:
-            before = bytes(self.ffi.buffer(launch))
-            self.change[1](self.lib, launch.semantic_template)
-            self.changed = (before, bytes(self.ffi.buffer(launch)))
-        self._remember(actual, index)
-        self.approved += 1
-        return self.lib.PALW_CUDA_TRACE_OK
+    def _ptr(self, pointer) -> int:
+        return int(self.ffi.cast("uintptr_t", pointer))
 
-    def _incompatible(self) -> int:
-        self.error = CallbackError.INVALID_ARGUMENT
-        return self.lib.PALW_CUDA_TRACE_IDENTITY_MISMATCH
-
-    # -- V2 callbacks (approve_callback_v2 ...) --------------------------------------
-    def _same_v2(self, candidate, actual) -> bool:
-        return same_mixed_candidate(self.lib, candidate, actual, self._ptr(actual.src0.data))
-
-    def approve_v2(self, actual, expected):
-        lib, ffi = self.lib, self.ffi
-        limit = min(len(self.candidates), lib.PALW_CUDA_LLAMA_TRACE_MIXED_LAUNCH_COUNT_V2)
-        refused = self._refusal(actual, expected, lib.palw_cuda_llama_trace_association_is_supported_v2,
-                                self._same_v2, limit)
-        if refused is not None:
-            return refused
-        index = self.approved
-        attention = actual.attention_stage != STAGE_NONE
-        semantic = templates.start(
-            ffi, lib, expected, index, **_shape(actual), kind=actual.kind, phase=actual.phase,
-            causal=actual.causal, decode_step=actual.decode_step, layer_id=actual.layer_id,
-            query_tokens=actual.query_tokens, key_value_tokens=actual.key_value_tokens,
-            tile_rows=actual.query_heads if attention else 1)
-        if not attention:
-            info = self.infos.mmvq(lib, actual.quantization)
-            if info is None or not lib.palw_cuda_llama_mmvq_kernel_info_is_compatible_v1(info):
-                return self._incompatible()
-            digest = self.digests["q4_k" if actual.quantization == lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K else "q6_k"]
-            templates.mmvq(lib, semantic, actual.output_columns)
-            plan, group = ids.diagnostic_id_v2(ids.PLAN_V2, index, actual), None
-        else:
-            stage = actual.attention_stage
-            info = self.infos.attention(stage)
-            if (info is None or not lib.palw_cuda_llama_attention_kernel_info_is_compatible_v1(info)
-                    or info.attention_stage != stage):
-                return self._incompatible()
-            digest = self.digests[STAGE_CLASS[stage]]
-            owner = {STAGE_QK: index + 1, STAGE_SOFTMAX: index, STAGE_PV: index - 1}[stage]
-            d = info.dimensions
-            templates.attention(lib, semantic, stage, owner,
-                                (actual.query_heads, actual.key_value_heads, actual.head_dim,
-                                 actual.logical_batch, actual.physical_key_value_tokens),
-                                (d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z,
-                                 d.dynamic_shared_memory_bytes & 0xFFFFFFFF))
-            # one grouped decomposition for the three stages
-            plan = ids.diagnostic_id_v2(ids.ATTENTION_PLAN_V2, owner)
-            group = ids.diagnostic_id_v2(ids.ATTENTION_GROUP_V1, owner)
-        templates.bind_kernel(ffi, expected, info, digest)
-        templates.ids(ffi, semantic, templates.identity_of(ffi, info.actual_identity),
-                      operation=ids.diagnostic_id_v2(ids.OPERATION_V2, index, actual), plan=plan,
-                      layout=ids.diagnostic_id_v2(ids.PHYSICAL_LAYOUT_V2, index, actual), group=group)
-        return self._approved(actual, index, expected)
-
-    def launch_accepted_v2(self, actual, expected):
-        self._launch_accepted(actual, expected, lambda c: self._same_v2(c, actual))
-
-    # -- V1 callbacks (approve_callback ...) ----------------------------------------
-    def _same_v1(self, candidate, actual) -> bool:
-        return same_candidate(candidate, actual, self._ptr(actual.weight_data))
-
-    def approve_v1(self, actual, expected):
-        lib, ffi = self.lib, self.ffi
-        refused = self._refusal(actual, expected, lib.palw_cuda_llama_mmvq_association_is_supported_v1,
-                                self._same_v1, len(self.candidates))
-        if refused is not None:
-            return refused
-        index = self.approved
-        info = self.infos.mmvq(lib, actual.quantization)
-        if (info is None or not lib.palw_cuda_llama_mmvq_kernel_info_is_compatible_v1(info)
-                or info.quantization != actual.quantization):
-            return self._incompatible()
-        semantic = templates.start(ffi, lib, expected, index, **_shape(actual), kind=lib.PALW_CUDA_TRACE_GEMM,
-                                   phase=lib.PALW_CUDA_TRACE_PREFILL)
-        templates.mmvq(lib, semantic, actual.output_columns)
-        templates.ids(ffi, semantic, templates.identity_of(ffi, info.actual_identity),
-                      operation=ids.diagnostic_id_v1(ids.OPERATION_V1, index, actual),
-                      plan=ids.diagnostic_id_v1(ids.DIRECT_PLAN_V1, 0),
-                      layout=ids.diagnostic_id_v1(ids.PHYSICAL_LAYOUT_V1, index, actual))
-        templates.bind_kernel(ffi, expected, info, self.digests["binary"])
-        return self._approved(actual, index, expected)
-
-    def launch_accepted_v1(self, actual, expected):
-        self._launch_accepted(actual, expected, lambda c: self._same_v1(c, actual))
-
-    # -- both versions ----------------------------------------------------------------
-    def fault(self, status, fault, actual):
-        with_association = actual != self.ffi.NULL
-        token = self._ptr(actual.operation_token) if with_association else None
-        self.faults.append(Fault(int(status), int(fault), with_association, token))
-
-    def _launch_accepted(self, actual, expected, same) -> None:
-        n = self.launch_notifications
-        if (actual == self.ffi.NULL or expected == self.ffi.NULL or n >= self.approved
-                or n >= len(self.candidates) or self.operation_tokens[n] != self._ptr(actual.operation_token)
-                or not same(self.candidates[n]) or expected.launch_nonce != n + 1
-                or expected.semantic_template.base.base.kernel_sequence != n):
-            if self.error == CallbackError.NONE:
-                self.error = CallbackError.LAUNCH_NOTIFICATION_MISMATCH
-            return
-        self.launch_notifications += 1
+    def _name(self, chars) -> str:
+        return self.ffi.string(chars).decode("utf-8", "replace")
 
 
-def _shape(actual) -> dict:
-    """An association's launch shape, as templates.start takes it."""
-    return {name: getattr(actual, name) for name in ("m", "n", "k", "batch", "output_rows",
-                                                      "output_columns", "quantization")}
-
-
-def same_candidate(expected: Candidate, actual, weight_data: int) -> bool:
-    """The smoke's same_candidate (V1)."""
-    return (expected.weight_data == weight_data and expected.m == actual.m and expected.n == actual.n
-            and expected.k == actual.k and expected.batch == actual.batch
-            and expected.quantization == actual.quantization)
-
-
-def same_mixed_candidate(lib, expected: Candidate, actual, src0_data: int) -> bool:
-    """The smoke's same_mixed_candidate (V2)."""
-    if (expected.m != actual.m or expected.n != actual.n or expected.k != actual.k
-            or expected.batch != actual.batch or expected.output_rows != actual.output_rows
-            or expected.output_columns != actual.output_columns or expected.kind != actual.kind
-            or expected.quantization != actual.quantization
-            or expected.attention_stage != actual.attention_stage):
-        return False
-    if expected.attention_stage == STAGE_NONE:
-        return expected.weight_data == src0_data
-    a = expected.attention
-    return (expected.layer == actual.layer_id and actual.layer_present == 1 and actual.query_tokens == 1
-            and actual.key_value_tokens == 1 and actual.physical_key_value_tokens == a.kv_cells
-            and actual.query_heads == a.query_heads and actual.key_value_heads == a.key_value_heads
-            and actual.head_dim == a.head_dim and actual.logical_batch == 1 and actual.phase == lib.PALW_CUDA_TRACE_PREFILL
-            and actual.decode_step == 0 and actual.causal == 1)
+def _fill_candidate(ffi, slot, candidate: Candidate) -> None:
+    """A discovered candidate as the C callbacks compare it (palw_trace_caller_candidate)."""
+    slot.weight_data = ffi.cast("void *", candidate.weight_data)
+    for name in ("m", "n", "k", "batch", "output_rows", "output_columns", "kind", "quantization", "attention_stage"):
+        setattr(slot, name, getattr(candidate, name))
+    slot.layer_id = candidate.layer or 0
+    a = candidate.attention
+    if a is not None:
+        (slot.physical_key_value_tokens, slot.query_heads, slot.key_value_heads,
+         slot.head_dim) = a.kv_cells, a.query_heads, a.key_value_heads, a.head_dim
 
 
 _ASSOCIATION_SCALARS_V2 = ("decode_step", "m", "n", "k", "batch", "output_rows", "output_columns",

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_palw.runtime import identities as ids
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.codec import encode_stream, fingerprint
 from pytest_palw.runtime.discovery import (
@@ -153,7 +152,8 @@ def cpu_reference_infos(runtime, caller: TraceCaller, a: AttentionGeometry) -> N
 
     def identity(target, klass: str) -> None:
         for part in ("producer_variant_id", "work_entry_point_id", "capture_implementation_id"):
-            ffi.memmove(getattr(target, part), ids.diagnostic_id_v2(f"{CPU_REFERENCE_DOMAIN}.{klass}.{part}", 0), 32)
+            lib.palw_trace_caller_diagnostic_id(2, f"{CPU_REFERENCE_DOMAIN}.{klass}.{part}".encode(), 0, ffi.NULL,
+                                                getattr(target, part))
 
     def attributes(info) -> None:
         info.sm_arch = info.binary_version = info.ptx_version = info.num_regs = 1
@@ -212,7 +212,7 @@ def cpu_reference_trace(model, token: int, digests: dict[str, bytes]) -> CpuRefe
         statuses = []
         expected = ffi.new("palw_cuda_producer_launch_v3 *")
         for index, (actual, lanes) in enumerate(zip(reference.associations, reference.sketches())):
-            statuses.append(int(caller.approve_v2(actual, expected)))
+            statuses.append(caller.approve(actual, expected))
             record = records[index]
             ffi.memmove(ffi.addressof(record), ffi.addressof(expected.semantic_template),
                         ffi.sizeof("palw_cuda_trace_record_v3"))

@@ -1,8 +1,8 @@
-"""The CPU reference trace against discovery: Python checking Python, so not a certified claim.
+"""The CPU reference trace against discovery: our caller checked by our discovery, so not a certified claim.
 
-pytest_palw.runtime.reference builds the 361 reference records with the smoke's approve logic rewritten in
-Python (pytest_palw.runtime.caller) over stand-in kernel identities, and discovery (pytest_palw.runtime.discovery)
-finds the 361 candidates; both read the same graph. These tests keep that machinery honest (the
+pytest_palw.runtime.reference builds the 361 reference records with the smoke's approve logic (the
+caller's C callbacks, pytest_palw.runtime.caller) over stand-in kernel identities, and discovery
+(pytest_palw.runtime.discovery) finds the 361 candidates; both read the same graph. These tests keep that machinery honest (the
 golden CPU reference stream and the conformance cases rely on it); what runs native code over it
 is certified in conformance/test_cpu_reference.py.
 """
@@ -109,7 +109,7 @@ def test_a_refused_launch_is_described_from_the_association_the_runtime_gave(pal
                                  digests=palw_session.kernel_digests)
             cpu_reference_infos(palw_runtime, caller, palw_model.profile.attention)
             expected = ffi.new("palw_cuda_producer_launch_v3 *")
-            statuses = [int(caller.approve_v2(actual, expected)) for actual in reference.associations[:index + 1]]
+            statuses = [caller.approve(actual, expected) for actual in reference.associations[:index + 1]]
             assert statuses[-1] == lib.PALW_CUDA_TRACE_IDENTITY_MISMATCH and caller.rejection_triggered
             launch = table[index]
             assert refused_launch(lib, caller.refused) == {

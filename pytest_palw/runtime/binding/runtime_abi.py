@@ -55,22 +55,25 @@ void * ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const char * na
 """
 
 # Callbacks implemented in Python (pytest_palw.runtime.callbacks); C sees plain function pointers.
+# The trace's own callbacks are C (trace_caller.cpp); Python is called at most once a trace, by
+# the one launch a caller changes.
 CALLBACKS_CDEF = """
 extern "Python" {
     bool palw_py_eval(struct ggml_tensor * tensor, bool ask, void * user_data);
-    palw_cuda_trace_status palw_py_approve_v1(void *, const palw_cuda_llama_mmvq_association_v1 *, palw_cuda_producer_launch_v3 *);
-    void palw_py_launch_accepted_v1(void *, const palw_cuda_llama_mmvq_association_v1 *, const palw_cuda_producer_launch_v3 *);
-    void palw_py_fault_v1(void *, palw_cuda_trace_status, palw_cuda_llama_mmvq_fault_v1, const palw_cuda_llama_mmvq_association_v1 *);
-    palw_cuda_trace_status palw_py_approve_v2(void *, const palw_cuda_llama_trace_association_v2 *, palw_cuda_producer_launch_v3 *);
-    void palw_py_launch_accepted_v2(void *, const palw_cuda_llama_trace_association_v2 *, const palw_cuda_producer_launch_v3 *);
-    void palw_py_fault_v2(void *, palw_cuda_trace_status, palw_cuda_llama_mmvq_fault_v1, const palw_cuda_llama_trace_association_v2 *);
+    void palw_py_change(void * user_data, palw_cuda_producer_launch_v3 * launch);
 }
 """
+
+# The caller side of a trace, compiled into the extension (its header is its cdef).
+CALLER_HEADER = Path(__file__).with_name("trace_caller.h")
+CALLER_SOURCE = Path(__file__).with_name("trace_caller.cpp")
+CALLER_FIRST_DECLARATION = "typedef struct palw_trace_caller_candidate"
 
 SOURCE = """
 #include "llama.h"
 #include "ggml.h"
 #include "ggml-backend.h"
+#include "trace_caller.h"
 """
 
 
@@ -98,6 +101,11 @@ def palw_llama_declarations(llama_h: Path) -> str:
     return "struct llama_context;\n" + "\n".join(" ".join(d.split()) for d in declarations) + "\n"
 
 
+def caller_functions() -> set[str]:
+    """The functions trace_caller.h declares (all defined in trace_caller.cpp)."""
+    return set(re.findall(r"\b(palw_trace_caller_\w+)\s*\(", CALLER_HEADER.read_text()))
+
+
 def load_runtime_abi(layout: RuntimeLayout):
     """Compile (once per runtime) and import the extension; returns the module (.ffi, .lib)."""
     libllama = layout.lib_dir / "libllama.so"
@@ -108,13 +116,14 @@ def load_runtime_abi(layout: RuntimeLayout):
     linkable = defined_functions(sources, declared_functions())
     header = layout.runtime_dir / RUNTIME_HEADER
     cdef = (header_cdef(header, FIRST_DECLARATION, linkable) + GGML_CDEF
-            + palw_llama_declarations(layout.source_dir / "include" / "llama.h") + CALLBACKS_CDEF)
+            + palw_llama_declarations(layout.source_dir / "include" / "llama.h")
+            + header_cdef(CALLER_HEADER, CALLER_FIRST_DECLARATION, caller_functions()) + CALLBACKS_CDEF)
     return build_extension(
         "palw_runtime",
         cdef,
         SOURCE,
-        sources=sources,
-        include_dirs=layout.include_dirs,
+        sources=[*sources, CALLER_SOURCE],
+        include_dirs=[*layout.include_dirs, CALLER_HEADER.parent],
         library_dirs=[layout.lib_dir],
         libraries=["llama", "ggml", "ggml-base"],
         define_macros=[("GGML_CUDA_PALW_TRACE", "1"), ("PALW_CUDA_TRACE_NO_CUDA_HEADERS", "1")],
