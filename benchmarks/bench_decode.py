@@ -20,7 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT  # noqa: E402
-from pytest_palw.runtime.caller import DIGEST_NAMES, TraceCaller  # noqa: E402
+from pytest_palw.runtime.caller import DIGEST_NAMES, TraceCaller, candidate_table  # noqa: E402
+from pytest_palw.runtime.gpu_share import slots_for  # noqa: E402
 from pytest_palw.runtime.discovery import discover  # noqa: E402
 from pytest_palw.runtime.kernel_digest import kernel_digest  # noqa: E402
 from pytest_palw.runtime.library import Runtime, RuntimeBuild  # noqa: E402
@@ -50,7 +51,7 @@ class _TimedContext:
         return status
 
 
-def measure(model, token: int, candidates, digests, repeat: int) -> dict:
+def measure(model, token: int, make_caller, repeat: int) -> dict:
     untraced_decode, untraced_case, traced_decode, traced_case = [], [], [], []
     for _ in range(repeat + 2):  # the first two warm up allocators and kernels
         start = time.perf_counter()
@@ -64,7 +65,7 @@ def measure(model, token: int, candidates, digests, repeat: int) -> dict:
         start = time.perf_counter()
         with model.context() as context:
             timed = _TimedContext(context)
-            caller = TraceCaller(model.runtime, candidates, version=2, digests=digests)
+            caller = make_caller()
             run = run_trace(timed, caller, token)
         traced_case.append(time.perf_counter() - start)
         traced_decode.append(timed.decode_seconds or float("nan"))
@@ -81,28 +82,28 @@ def measure(model, token: int, candidates, digests, repeat: int) -> dict:
     return result
 
 
-def reject_case(model, token: int, candidates, digests, index: int = 180) -> float:
+def reject_case(model, token: int, make_caller, index: int = 180) -> float:
     """One reject case as the suite runs it: fresh context, caller, trace that fails closed."""
     start = time.perf_counter()
     with model.context() as context:
-        caller = TraceCaller(model.runtime, candidates, version=2, reject_index=index, digests=digests)
+        caller = make_caller(reject_index=index)
         run = run_trace(context, caller, token)
     assert run.decode_status != 0 and caller.rejection_triggered, "the rejection did not fail closed"
     return time.perf_counter() - start
 
 
-def reject_cases(model, token: int, candidates, digests, repeat: int) -> list[float]:
-    return [reject_case(model, token, candidates, digests) for _ in range(repeat + 2)][2:]
+def reject_cases(model, token: int, make_caller, repeat: int) -> list[float]:
+    return [reject_case(model, token, make_caller) for _ in range(repeat + 2)][2:]
 
 
-def profile_rejects(model, token: int, candidates, digests, path: str) -> None:
+def profile_rejects(model, token: int, make_caller, path: str) -> None:
     import cProfile
     import pstats
 
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(20):
-        reject_case(model, token, candidates, digests)
+        reject_case(model, token, make_caller)
     profiler.disable()
     profiler.dump_stats(path)
     pstats.Stats(path).sort_stats("tottime").print_stats(20)
@@ -114,12 +115,17 @@ def main(argv=None) -> int:
     parser.add_argument("--model", required=True)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--json", help="also write the result here")
+    parser.add_argument("--gpu-slots", type=int, default=0,
+                        help="hold one of N machine-wide GPU slots per context, as the plugin does "
+                             "(--palw-gpu-slots); default 0: no limit")
+    parser.add_argument("--member", type=int, default=0, help="this process's number among its peers (slots)")
     parser.add_argument("--profile", help="cProfile 20 reject cases (index 180) into this file and "
                                           "print the top functions")
     args = parser.parse_args(argv)
 
     build = RuntimeBuild.locate(Path(args.lib))
     runtime = Runtime(build)
+    runtime.gpu_slots = slots_for(args.gpu_slots, args.member)
     if not runtime.has_cuda_trace:
         print(f"bench_decode: {build.lib_dir} has no CUDA backend with the PALW procs", file=sys.stderr)
         return 2
@@ -129,12 +135,20 @@ def main(argv=None) -> int:
     token = model.default_token()
     discovery = discover(model, token)
     digests = dict.fromkeys(DIGEST_NAMES, kernel_digest(runtime).digest)
-    result = measure(model, token, discovery.candidates, digests, args.repeat)
-    result["reject_case"] = _summary(reject_cases(model, token, discovery.candidates, digests, args.repeat))
+    table = candidate_table(runtime.ffi, discovery.candidates)  # made once, as the suite's palw_caller does
+
+    def make_caller(reject_index=None):
+        return TraceCaller(runtime, discovery.candidates, version=2, reject_index=reject_index, digests=digests,
+                           table=table)
+
+    result = measure(model, token, make_caller, args.repeat)
+    rejects = reject_cases(model, token, make_caller, args.repeat)
+    result["reject_case"] = _summary(rejects)
+    result["reject_cases_per_s"] = round(len(rejects) / sum(rejects), 2)
     result["model_load_s"] = round(load_seconds, 3)
     result["token"] = token
     if args.profile:
-        profile_rejects(model, token, discovery.candidates, digests, args.profile)
+        profile_rejects(model, token, make_caller, args.profile)
     for key in ("untraced_decode", "traced_decode", "untraced_case", "traced_case", "reject_case"):
         row = result[key]
         print(f"{key:17s} median {row['median_ms']:8.3f} ms  p90 {row['p90_ms']:8.3f} ms  "

@@ -164,6 +164,17 @@ fresh_machine() {  # issue 23's table: an empty cache, the build restored from c
   OUT="$RES/fresh" bash benchmarks/fresh_machine.sh --source .carry/palw-source.tar.gz --cache-from /tmp/palw-carry \
       --workers "${WORKERS:-8}"
 }
+certify_slots() {  # warm certifications per "slots:workers" of $SLOT_RUNS (--palw-gpu-slots, -n), each timed
+  local run rc=0
+  for run in ${SLOT_RUNS:-2:8 0:8 3:8 2:4}; do
+    local slots=${run%%:*} workers=${run##*:} t0=$(date +%s%N)
+    PALW_GPU_SLOTS=$slots palw certify --model profile:full -n "$workers" --require-certified \
+        --certificate "$RES/certificate-s$slots-n$workers.json" -- -p no:cacheprovider > "$RES/certify-s$slots-n$workers.out" 2>&1 || rc=1
+    echo "slots $slots, -n $workers: wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    verdict_line "$RES/certificate-s$slots-n$workers.json" | head -n 1
+  done
+  return $rc
+}
 bench_certify() {
   python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-8,12,16}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
@@ -173,7 +184,7 @@ command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
-export -f carry_to fresh_machine contention slow_case
+export -f carry_to fresh_machine contention slow_case certify_slots
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -194,6 +205,7 @@ step new_cases 240 new_cases
 step certify 400 certify
 step certify_setup_plan 120 certify_setup_plan
 step certify_killed 200 certify_killed
+step certify_slots 300 certify_slots
 step mutants 600 mutants
 step contention 200 contention
 step slow_case 90 slow_case

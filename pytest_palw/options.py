@@ -37,6 +37,9 @@ OPTIONS = (
            "CUDA devices for xdist workers, e.g. 0,1 (worker i uses device i mod n); auto = all"),
     Option("--palw-build", "PALW_BUILD", "auto",
            "auto: build the cpu runtime when none is cached; never: fail instead"),
+    Option("--palw-gpu-slots", "PALW_GPU_SLOTS", "2",
+           "how many processes of this machine drive the GPU at once (a process holds a slot while it has "
+           "a live llama context; beyond 2 an H200 time-slices them and slows down); 0 = no limit"),
 )
 
 

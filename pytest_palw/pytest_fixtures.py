@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_palw.runtime.caller import TraceCaller
+from pytest_palw.runtime.caller import TraceCaller, candidate_table
 from pytest_palw.runtime.run import run_trace
 from pytest_palw.session import or_exit
 
@@ -70,11 +70,17 @@ def palw_caller(palw_session, palw_runtime, palw_discovery):
     (index, function) that alters the template approved at that index (TraceCaller).
     """
 
+    tables = {}  # version -> the discovered candidates' C table, made once
+
     def make(version: int = 2, reject_index: int | None = None, candidates=None, change=None) -> TraceCaller:
+        table = None
         if candidates is None:
             candidates = palw_discovery.candidates if version == 2 else palw_discovery.mmvq
+            if version not in tables:
+                tables[version] = candidate_table(palw_runtime.ffi, candidates)
+            table = tables[version]
         return TraceCaller(palw_runtime, candidates, version=version, reject_index=reject_index,
-                           digests=palw_session.kernel_digests, change=change)
+                           digests=palw_session.kernel_digests, change=change, table=table)
 
     return make
 

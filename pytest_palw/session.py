@@ -29,7 +29,8 @@ from pytest_palw.certificate.inventory import witness_id
 from pytest_palw.errors import PalwError
 from pytest_palw.marks import LAUNCH_MARK, launch_family
 from pytest_palw.runtime.caller import DIGEST_NAMES
-from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices
+from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices, worker_number
+from pytest_palw.runtime.gpu_share import slots_for
 from pytest_palw.runtime.kernel_digest import KernelDigest, kernel_digest
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
 from pytest_palw.runtime.resolve import ResolvedModel, choose_build, resolve_model
@@ -76,6 +77,7 @@ class PalwSession:
             self.config.addinivalue_line("markers", f"palw_{tier}: {meaning}")
         self.config.addinivalue_line("markers", f"{LAUNCH_MARK}(label, stream='v2'): the case is about the launch "
                                      "at its `index` parameter (the certificate's launch map)")
+        self.gpu_slots  # noqa: B018 - a wrong count is a usage error now, not in the first case
         if self.worker_id is not None:
             self.device_assignment = assign_worker_device(self.worker_id, self.option("palw_device"))
             return
@@ -186,8 +188,21 @@ class PalwSession:
     def runtime(self) -> Runtime:
         self.used = True
         runtime = Runtime(self.build)
+        if self.build.variant == "cuda":
+            runtime.gpu_slots = slots_for(self.gpu_slots, worker_number(self.worker_id))
         self.mark("runtime_loaded")
         return runtime
+
+    @cached_property
+    def gpu_slots(self) -> int:
+        value = self.option("palw_gpu_slots")
+        try:
+            count = int(value)
+        except ValueError:
+            count = -1
+        if count < 0:
+            raise pytest.UsageError(f"--palw-gpu-slots {value!r} is not a count: give 0 (no limit) or more, e.g. 2")
+        return count
 
     @cached_property
     def model(self) -> Model:

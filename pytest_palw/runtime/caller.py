@@ -80,15 +80,17 @@ class TraceCaller(CallbackOwner):
 
     def __init__(self, runtime, candidates: list[Candidate], *, version: int = 2,
                  reject_index: int | None = None, digests: dict[str, bytes] | None = None,
-                 change: tuple[int, object] | None = None):
+                 change: tuple[int, object] | None = None, table=None):
         """``change``: (index, function of (lib, semantic template)) applied to the template approved
         at that index after it is built, as a caller that approves a wrong template would; the
-        launch before and after the change is kept in ``changed`` (two byte strings)."""
+        launch before and after the change is kept in ``changed`` (two byte strings). ``table``:
+        ``candidate_table(ffi, candidates)`` made once for many callers (else made here)."""
         super().__init__()
         self.change = change
         self.changed: tuple[bytes, bytes] | None = None
         self.runtime, self.ffi, self.lib = runtime, runtime.ffi, runtime.lib
         self.candidates = candidates
+        self._table = candidate_table(self.ffi, candidates) if table is None else table
         self.version = version
         self.reject_index = reject_index
         self.digests = digests or {}
@@ -102,9 +104,8 @@ class TraceCaller(CallbackOwner):
         count = len(self.candidates)
         state = ffi.new("palw_trace_caller *")
         state.version = self.version
-        self._table = ffi.new("palw_trace_caller_candidate[]", max(count, 1))
-        for slot, candidate in zip(self._table, self.candidates):
-            _fill_candidate(ffi, slot, candidate)
+        if len(self._table) != max(count, 1):
+            raise ValueError(f"a candidate table of {len(self._table)} for {count} candidates")
         state.candidates, state.candidate_count = self._table, count
         state.limit = min(count, lib.PALW_CUDA_LLAMA_TRACE_MIXED_LAUNCH_COUNT_V2) if self.version == 2 else count
         no_index = lib.PALW_TRACE_CALLER_NO_INDEX
@@ -216,6 +217,14 @@ class TraceCaller(CallbackOwner):
 
     def _name(self, chars) -> str:
         return self.ffi.string(chars).decode("utf-8", "replace")
+
+
+def candidate_table(ffi, candidates: list[Candidate]):
+    """The candidates as the C callbacks compare them (palw_trace_caller_candidate[])."""
+    table = ffi.new("palw_trace_caller_candidate[]", max(len(candidates), 1))
+    for slot, candidate in zip(table, candidates):
+        _fill_candidate(ffi, slot, candidate)
+    return table
 
 
 def _fill_candidate(ffi, slot, candidate: Candidate) -> None:

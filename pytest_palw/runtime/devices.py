@@ -41,6 +41,11 @@ def visible_devices() -> list[Device]:
     return devices
 
 
+def worker_number(worker_id: str | None) -> int:
+    """An xdist worker's number (gw3 -> 3); 0 for the controller or a run without xdist."""
+    return int(worker_id[2:]) if worker_id and worker_id.startswith("gw") and worker_id[2:].isdigit() else 0
+
+
 def assign_worker_device(worker_id: str, requested: str) -> str | None:
     """Pin an xdist worker to one GPU (worker i -> device i mod n) via CUDA_VISIBLE_DEVICES.
 
@@ -52,7 +57,6 @@ def assign_worker_device(worker_id: str, requested: str) -> str | None:
         pool = [p.strip() for p in requested.split(",") if p.strip()]
     if not pool:
         return None
-    number = int(worker_id[2:]) if worker_id.startswith("gw") and worker_id[2:].isdigit() else 0
-    chosen = pool[number % len(pool)]
+    chosen = pool[worker_number(worker_id) % len(pool)]
     os.environ["CUDA_VISIBLE_DEVICES"] = chosen
     return chosen

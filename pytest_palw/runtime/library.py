@@ -145,6 +145,7 @@ class Runtime:
         self.abi = load_runtime_abi(RuntimeLayout(build.lib_dir, build.source_dir, build.runtime_dir))
         self.ffi, self.lib = self.abi.ffi, self.abi.lib
         install(self.abi)
+        self.gpu_slots = None  # runtime/gpu_share.GpuSlots, set by the plugin's session: held while a context lives
         self.logs = LogSink(self.llama)
         self.llama.llama_backend_init()
 
@@ -249,11 +250,16 @@ class Model:
             params.cb_eval_user_data = ctypes.c_void_p(int(ffi.cast("uintptr_t", handle)))
         for name, value in overrides.items():
             setattr(params, name, value)
+        slots = self.runtime.gpu_slots
+        if slots is not None:
+            slots.acquire()
         pointer = llama.llama_init_from_model(self.pointer, params)
         if not pointer:
+            if slots is not None:
+                slots.release()
             raise RuntimeLibraryError(f"llama_init_from_model failed for {self.path} with the pinned "
                                       "context policy (n_ctx 512, batch 1): see the llama log")
-        return Context(self, pointer, keepalive=(handle, params))
+        return Context(self, pointer, keepalive=(handle, params), slots=slots)
 
     def free(self) -> None:
         if self.pointer:
@@ -262,9 +268,10 @@ class Model:
 
 
 class Context:
-    def __init__(self, model: Model, pointer: int, keepalive=()):
+    def __init__(self, model: Model, pointer: int, keepalive=(), slots=None):
         self.model, self.pointer = model, pointer
         self._keepalive = keepalive  # the eval handle must outlive the context
+        self._slots = slots  # the GPU slot this context holds (released by free)
         runtime = model.runtime
         self.llama, self.ffi, self.lib = runtime.llama, runtime.ffi, runtime.lib
         self.cptr = self.ffi.cast("struct llama_context *", pointer)
@@ -287,6 +294,8 @@ class Context:
         if self.pointer:
             self.llama.llama_free(self.pointer)
             self.pointer = None
+            if self._slots is not None:
+                self._slots.release()
 
     def __enter__(self) -> "Context":
         return self

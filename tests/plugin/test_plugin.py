@@ -172,3 +172,12 @@ def test_plugin_runs_without_xdist(pytester):
     assert "unknown hook" not in result.stdout.str() + result.stderr.str()
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert result.parseoutcomes()["passed"] >= 1
+
+
+@pytest.mark.parametrize("value", ["two", "-1"])
+def test_a_wrong_gpu_slot_count_is_a_usage_error_before_any_case(pytester, value):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess(f"--palw-gpu-slots={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--palw-gpu-slots '{value}' is not a count: give 0 (no limit) or more, e.g. 2" in result.stderr.str()
+    assert "test_nothing" not in result.stdout.str()
