@@ -164,6 +164,9 @@ fresh_machine() {  # issue 23's table: an empty cache, the build restored from c
   OUT="$RES/fresh" bash benchmarks/fresh_machine.sh --source .carry/palw-source.tar.gz --cache-from /tmp/palw-carry \
       --workers "${WORKERS:-8}"
 }
+build_profile() {  # issue 23 item 1: which of the build's steps take its time (the fresh compile's .ninja_log)
+  python3 benchmarks/build_profile.py "$(dirname "$MANIFEST")/build/.ninja_log"
+}
 certify_slots() {  # warm certifications per "slots:workers" of $SLOT_RUNS (--palw-gpu-slots, -n), each timed
   local run rc=0
   for run in ${SLOT_RUNS:-2:8 0:8 3:8 2:4}; do
@@ -184,7 +187,7 @@ command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
-export -f carry_to fresh_machine contention slow_case certify_slots
+export -f carry_to fresh_machine contention slow_case certify_slots build_profile
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -200,6 +203,7 @@ DIGEST=$(sha256sum "$LIBDIR/libggml-cuda.so" | cut -c1-64)  # the plugin hashes 
 export MANIFEST LIBDIR MODEL SMOKE DIGEST
 log "manifest=$MANIFEST model=$MODEL digest=$DIGEST"
 step structure 30 structure
+step build_profile 30 build_profile
 step startup 60 startup
 step new_cases 240 new_cases
 step certify 400 certify

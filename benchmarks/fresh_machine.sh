@@ -5,8 +5,8 @@
 #   bash benchmarks/fresh_machine.sh [--source ARCHIVE] [--cache-from DIR] [--workers N]
 #
 # Runs the README's GPU commands with an empty pytest-palw cache ($FRESH_CACHE, default a new temp
-# dir), so nothing earlier on this machine helps: the model is synthesized beside the build, as a
-# user's job does it. --cache-from DIR restores a `palw build --cache-to` archive instead of compiling
+# dir), so nothing earlier on this machine helps: `palw build --model profile:full` synthesizes the
+# model beside the build and compiles the binding and test-backend-ops, as a user's job does it. --cache-from DIR restores a `palw build --cache-to` archive instead of compiling
 # (what a CI gate caches). Prints a Markdown table; writes it and the certificates to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,10 +26,9 @@ print(('CERTIFIED' if v['certified'] else 'not certified') + f\" {v['passed']}/{
   || echo "no certificate"; }
 rows=()
 t0=$(now)
-palw models generate --profile full > "$OUT/model.log" 2>&1 & model_pid=$!
-t=$(now); palw build --variant cuda "${SOURCE[@]}" "${CACHE_FROM[@]}" --print-manifest > "$OUT/build.log" 2>&1
-rc=$?; rows+=("| palw build --variant cuda ${CACHE_FROM[*]} | $(since "$t") | rc=$rc $(grep -o 'cache hit\|restored\|built the cuda runtime in [0-9]* s' "$OUT/build.log" | head -n 1) |")
-t=$(now); wait $model_pid; rows+=("| model synthesis (beside the build), waited for | $(since "$t") | rc=$? |")
+t=$(now); palw build --variant cuda --model profile:full "${SOURCE[@]}" "${CACHE_FROM[@]}" --print-manifest \
+    > "$OUT/build.log" 2>&1
+rc=$?; rows+=("| palw build --variant cuda --model profile:full ${CACHE_FROM[*]} | $(since "$t") | rc=$rc $(grep -o 'cache hit\|restored\|built the cuda runtime in [0-9]* s' "$OUT/build.log" | head -n 1); $(sed -n 's/^palw: prepared \(.*\) in \([0-9.]*\) s.*/\1 \2 s/p' "$OUT/build.log" | tr '\n' ';') |")
 t=$(now); palw certify --model profile:full -n "$WORKERS" --require-certified --certificate "$OUT/first.json" \
     > "$OUT/first.log" 2>&1; rc=$?
 rows+=("| first palw certify | $(since "$t") | rc=$rc $(verdict "$OUT/first.json") |")
@@ -37,7 +36,8 @@ rows+=("| **build + first certify** | **$(since "$t0")** | goal <= 180 s |")
 t=$(now); palw certify --model profile:full -n "$WORKERS" --require-certified --certificate "$OUT/warm.json" \
     > "$OUT/warm.log" 2>&1; rc=$?
 rows+=("| **warm palw certify** | **$(since "$t")** | rc=$rc $(verdict "$OUT/warm.json"); goal <= 15 s |")
-manifest=$(tail -n 1 "$OUT/build.log"); model=$(tail -n 1 "$OUT/model.log" | awk '{print $2}')
+manifest=$(tail -n 1 "$OUT/build.log")
+model=$(python3 -c "from pytest_palw.runtime.resolve import resolve_model; print(resolve_model('profile:full').path)")
 python3 benchmarks/bench_decode.py --lib "$manifest" --model "$model" --repeat 20 --json "$OUT/decode.json" \
     > "$OUT/decode.log" 2>&1
 reject=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['reject_case']; print(f\"{r['median_ms']:.1f} ms median, p90 {r['p90_ms']:.1f}\")" \

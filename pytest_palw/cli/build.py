@@ -53,6 +53,10 @@ def _register_build(subparsers) -> None:
     parser.add_argument("--cache-to", type=Path, metavar="DIR",
                         help="write this build's archive (outputs, headers; no objects) into DIR, named by "
                              "its key")
+    parser.add_argument("--model", metavar="SPEC",
+                        help="prepare what `palw certify --model SPEC` would on its first run: the model "
+                             "(profile:NAME is synthesized) beside the compile, then this build's cffi "
+                             "binding and, for cuda, llama.cpp's test-backend-ops")
     parser.add_argument("--print-manifest", action="store_true",
                         help="print the manifest path on stdout (for scripts)")
     parser.add_argument("--no-binding-install", action="store_true",
@@ -65,21 +69,38 @@ def _register_build(subparsers) -> None:
 
 
 def _run_build(args) -> int:
+    from pytest_palw.build import first_use
     from pytest_palw.build.api import build
 
+    if args.model and args.unpatched:
+        raise SystemExit("palw build: --model prepares a certification, and an --unpatched build is never "
+                         "certified: drop one of them")
     cuda_arch, pinned_cc = args.cuda_arch or DEFAULT_CUDA_ARCH, args.pinned_cc
     if args.variant == "cuda" and not args.unpatched:
         from pytest_palw.build.choice import for_visible_device
 
         cuda_arch, pinned_cc, line = for_visible_device(args.cuda_arch, args.pinned_cc)
         print(f"palw: {line}", file=sys.stderr)
-    manifest = build(args.variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc,
-                     source=args.source, force=args.force, jobs=args.jobs,
-                     build_root=args.build_root, overlays=args.overlays,
-                     install_binding=not args.no_binding_install, patched=not args.unpatched,
-                     cache_from=args.cache_from, cache_to=args.cache_to)
+    jobs = [first_use.start_model(args.model)] if args.model else []
+    try:
+        manifest = build(args.variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc,
+                         source=args.source, force=args.force, jobs=args.jobs,
+                         build_root=args.build_root, overlays=args.overlays,
+                         install_binding=not args.no_binding_install, patched=not args.unpatched,
+                         cache_from=args.cache_from, cache_to=args.cache_to)
+    except BaseException:
+        for job in jobs:
+            job.process.kill()
+        raise
+    if args.model:
+        jobs += first_use.start_compiles(Path(manifest.path), args.variant)
+    failed = first_use.finish(jobs)
     if args.print_manifest:
         print(manifest.path)
+    if failed:
+        print(f"palw: the build is done, but {failed} of {len(jobs)} preparations failed (above): "
+              "`palw certify` would stop on the same cause", file=sys.stderr)
+        return 1
     return 0
 
 
