@@ -5,8 +5,9 @@
 Each ninja step's duration, grouped by what it compiles: ggml-cuda's template instances (the
 flash-attention and mmq instance files under template-instances/), its other CUDA sources, the
 CPU backend, ggml's base, llama's per-architecture graph builders (src/models/: the certification
-needs qwen3 and qwen35moe of them) and the rest of llama, tools and tests, links. Prints the groups (steps, summed seconds, share) and the
-longest steps; with N cores the wall time is at least sum / N and at least the longest chain.
+needs qwen3 and qwen35moe of them) and the rest of llama, tools and tests, links. Prints the groups
+(steps, summed seconds, share) and the longest steps; with N cores the wall time is at least
+sum / N and at least the longest step.
 """
 
 from __future__ import annotations

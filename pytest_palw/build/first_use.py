@@ -60,7 +60,8 @@ class Job:
             print(f"palw: prepared {self.what} in {seconds:.1f} s: {lines[-1] if lines else 'done'}",
                   file=sys.stderr)
             return True
-        cause = next((line for line in reversed(lines) if "Error" in line or "error" in line), lines[-1] if lines else "")
+        last = lines[-1] if lines else ""
+        cause = next((line for line in reversed(lines) if "Error" in line or "error" in line), last)
         print(f"palw: preparing {self.what} failed (exit {code}): {cause[:400]}", file=sys.stderr)
         return False
 

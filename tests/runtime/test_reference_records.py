@@ -1,10 +1,10 @@
-"""The CPU reference trace against discovery: our caller checked by our discovery, so not a certified claim.
+"""The CPU reference trace against discovery: our caller checked by our discovery, not a certified claim.
 
-pytest_palw.runtime.reference builds the 361 reference records with the smoke's approve logic (the
-caller's C callbacks, pytest_palw.runtime.caller) over stand-in kernel identities, and discovery
-(pytest_palw.runtime.discovery) finds the 361 candidates; both read the same graph. These tests keep that machinery honest (the
-golden CPU reference stream and the conformance cases rely on it); what runs native code over it
-is certified in conformance/test_cpu_reference.py.
+pytest_palw.runtime.reference builds the 361 reference records with the smoke's approve logic
+(the caller's C callbacks, pytest_palw.runtime.caller) over stand-in kernel identities, and
+discovery (pytest_palw.runtime.discovery) finds the 361 candidates; both read the same graph. These
+tests keep that machinery honest (the golden CPU reference stream and the conformance cases rely on
+it); what runs native code over it is certified in conformance/test_cpu_reference.py.
 """
 
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT

@@ -180,7 +180,8 @@ def test_faults_are_kept_with_their_operation_and_an_overflow_is_named(decoded, 
     kept = [(status_name(lib, f.status), fault_name(lib, f.fault), f.with_association, f.operation_token)
             for f in caller.faults]
     token = int(ffi.cast("uintptr_t", actual.operation_token))
-    assert kept == [("IDENTITY_MISMATCH", "ASSOCIATION_MISMATCH", True, token), ("INVALID_ARGUMENT", "NONE", False, None)]
+    assert kept == [("IDENTITY_MISMATCH", "ASSOCIATION_MISMATCH", True, token),
+                    ("INVALID_ARGUMENT", "NONE", False, None)]
     assert caller.callback_errors == []
     for _ in range(int(caller.state.fault_capacity)):
         fault(caller.state, lib.PALW_CUDA_TRACE_INVALID_ARGUMENT, lib.PALW_CUDA_LLAMA_MMVQ_FAULT_NONE, ffi.NULL)
