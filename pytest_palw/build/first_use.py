@@ -30,7 +30,7 @@ from pytest_palw.runtime.binding.runtime_abi import RuntimeLayout, load_runtime_
 from pytest_palw.runtime.library import RuntimeBuild
 build = RuntimeBuild.locate(Path(sys.argv[1]))
 module = load_runtime_abi(RuntimeLayout(build.lib_dir, build.source_dir, build.runtime_dir))
-print(Path(module.__file__).name)
+print(module.__file__)
 """
 _BACKEND_OPS = """
 import sys

@@ -49,7 +49,7 @@ def install(abi) -> None:
     @ffi.def_extern()
     def palw_py_change(user_data, launch):
         target = owner(user_data)
-        target.guard(target.on_change, None, launch)
+        return target.guard(target.on_change, 1, launch)  # 0: changed; nonzero: approve refuses
 
     _installed.add(id(abi))
 

@@ -55,9 +55,9 @@ class KernelInfos:
             object.__setattr__(self, name, None)
 
     def __setattr__(self, name, value):
-        object.__setattr__(self, name, value)
-        if name in _INFO_SLOTS:
+        if name in _INFO_SLOTS:  # C first: a value it refuses leaves both unchanged
             setattr(self._state, _INFO_SLOTS[name], self._ffi.NULL if value is None else value)
+        object.__setattr__(self, name, value)
 
     def mmvq(self, lib, quantization):
         return {lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K: self.q4,
@@ -115,9 +115,12 @@ class TraceCaller(CallbackOwner):
             state.change_index, state.change, state.change_user_data = self.change[0], lib.palw_py_change, self._handle
         else:
             state.change_index = no_index
+        missing = [name for name in DIGEST_NAMES if len(self.digests.get(name, b"")) != 32]
+        if missing:
+            raise ValueError(f"a caller needs a 32-byte kernel binary digest for each of {DIGEST_NAMES}; "
+                             f"missing or malformed: {missing}")
         for slot, name in enumerate(DIGEST_NAMES):
-            if name in self.digests:
-                ffi.memmove(state.digests[slot], self.digests[name], 32)
+            ffi.memmove(state.digests[slot], self.digests[name], 32)
         self._tokens = ffi.new("void *[]", max(count, 1))
         self._associations = ffi.new("uint8_t[]", max(count, 1) * ffi.sizeof(ASSOCIATION_TYPES[self.version]))
         self._names = ffi.new("char[]", max(count, 1) * lib.PALW_TRACE_CALLER_NAME_SIZE)
@@ -148,10 +151,11 @@ class TraceCaller(CallbackOwner):
         """The approve callback on ``actual`` (as the runtime would call it), for a run without one."""
         return int(self.request.approve(self.state, actual, expected))
 
-    def on_change(self, launch) -> None:
+    def on_change(self, launch) -> int:
         before = bytes(self.ffi.buffer(launch))
         self.change[1](self.lib, launch.semantic_template)
         self.changed = (before, bytes(self.ffi.buffer(launch)))
+        return 0
 
     # -- what the callbacks did ------------------------------------------------------
     @property
@@ -192,7 +196,7 @@ class TraceCaller(CallbackOwner):
     @property
     def associations(self) -> list[dict]:
         """What approve saw, per approved index (for the non-mutation checks); decoded once per length."""
-        if len(getattr(self, "_decoded", ())) != self.approved:
+        if getattr(self, "_decoded", None) is None or len(self._decoded) != self.approved:
             ffi, kind = self.ffi, ASSOCIATION_TYPES[self.version]
             size, name_size = ffi.sizeof(kind), self.lib.PALW_TRACE_CALLER_NAME_SIZE
             self._decoded = [association_snapshot(ffi, ffi.cast(f"{kind} *", self._associations + i * size),

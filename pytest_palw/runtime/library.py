@@ -253,13 +253,16 @@ class Model:
         slots = self.runtime.gpu_slots
         if slots is not None:
             slots.acquire()
-        pointer = llama.llama_init_from_model(self.pointer, params)
-        if not pointer:
+        try:
+            pointer = llama.llama_init_from_model(self.pointer, params)
+            if not pointer:
+                raise RuntimeLibraryError(f"llama_init_from_model failed for {self.path} with the pinned "
+                                          "context policy (n_ctx 512, batch 1): see the llama log")
+            return Context(self, pointer, keepalive=(handle, params), slots=slots)
+        except BaseException:
             if slots is not None:
                 slots.release()
-            raise RuntimeLibraryError(f"llama_init_from_model failed for {self.path} with the pinned "
-                                      "context policy (n_ctx 512, batch 1): see the llama log")
-        return Context(self, pointer, keepalive=(handle, params), slots=slots)
+            raise
 
     def free(self) -> None:
         if self.pointer:
@@ -292,10 +295,12 @@ class Context:
 
     def free(self) -> None:
         if self.pointer:
-            self.llama.llama_free(self.pointer)
-            self.pointer = None
-            if self._slots is not None:
-                self._slots.release()
+            pointer, self.pointer = self.pointer, None
+            try:
+                self.llama.llama_free(pointer)
+            finally:
+                if self._slots is not None:
+                    self._slots.release()
 
     def __enter__(self) -> "Context":
         return self

@@ -23,9 +23,12 @@ def test_the_model_and_the_binding_are_the_ones_certify_uses(cpu_build, run_palw
     assert not _lines(result.stderr, "palw: prepared llama.cpp's test-backend-ops"), "a CPU build has no GPU tier"
     resolved = resolve_model("profile:tiny")
     assert f": {resolved.path} (sha256 {resolved.sha256[:16]}...)" in model[0]
+    prepared = Path(binding[0].split(" s: ", 1)[1])
+    compiled_at = prepared.stat().st_mtime_ns
     build = RuntimeBuild.locate(Path(cpu_build.path))
     loaded = load_runtime_abi(RuntimeLayout(build.lib_dir, build.source_dir, build.runtime_dir))
-    assert binding[0].endswith(f": {Path(loaded.__file__).name}")
+    assert Path(loaded.__file__) == prepared  # the very module the runtime loads, in the cache it reads
+    assert prepared.stat().st_mtime_ns == compiled_at, "the runtime compiled its binding again"
 
 
 def test_a_failed_preparation_is_named_and_fails_the_command(cpu_build, run_palw, tmp_path):

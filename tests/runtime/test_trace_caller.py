@@ -12,9 +12,13 @@ import struct
 
 import pytest
 
-from pytest_palw.runtime.caller import CallbackError, TraceCaller
+from pytest_palw.runtime.caller import DIGEST_NAMES, CallbackError, TraceCaller
 from pytest_palw.runtime.codec import fnv1a64
 from pytest_palw.runtime.names import fault_name, status_name
+
+# One digest per kernel binding, each its own, so binding the wrong one is seen.
+DIGESTS = {name: bytes([slot + 1]) * 32 for slot, name in enumerate(DIGEST_NAMES)}
+STAGE_DIGEST = {0: None, 1: "attention_qk", 2: "attention_softmax", 3: "attention_pv"}
 
 
 @pytest.fixture
@@ -29,7 +33,7 @@ def decoded(palw_model, palw_session):
 def _caller(runtime, model, session, candidates, version=2, **options):
     from pytest_palw.runtime.reference import cpu_reference_infos
 
-    caller = TraceCaller(runtime, candidates, version=version, digests=session.kernel_digests, **options)
+    caller = TraceCaller(runtime, candidates, version=version, digests=DIGESTS, **options)
     cpu_reference_infos(runtime, caller, model.profile.attention)
     return caller
 
@@ -63,6 +67,9 @@ def test_v2_ids_are_the_smokes(decoded, palw_runtime, palw_model, palw_session):
         tail += bytes([actual.kind, actual.quantization, actual.attention_stage])
         assert bytes(semantic.operation_instance_id) == _smoke_id("misaka.palw.diagnostic.operation.v2", index, tail)
         assert bytes(semantic.physical_layout_id) == _smoke_id("misaka.palw.diagnostic.physical_layout.v2", index, tail)
+        klass = STAGE_DIGEST[actual.attention_stage] or {lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K: "q4_k",
+                                                          lib.PALW_CUDA_TRACE_QUANTIZATION_Q6_K: "q6_k"}[actual.quantization]
+        assert bytes(launch.kernel_binding.kernel_binary_digest) == DIGESTS[klass], index
         if actual.attention_stage == 0:
             assert bytes(semantic.decomposition_plan_id) == _smoke_id("misaka.palw.diagnostic.plan.v2", index, tail)
             assert semantic.base.base.tile_rows == 1
@@ -99,7 +106,7 @@ def test_v1_templates_are_the_smokes(decoded, palw_runtime, palw_model, palw_ses
         assert (base.kind, base.phase, base.tile_rows, base.tile_columns) == (
             lib.PALW_CUDA_TRACE_GEMM, lib.PALW_CUDA_TRACE_PREFILL, 1, actual.output_columns)
         assert (semantic.grid_x, semantic.block_x, semantic.block_y) == (actual.output_columns, 32, 4)
-        assert bytes(launch.kernel_binding.kernel_binary_digest) == palw_session.kernel_digests["binary"]
+        assert bytes(launch.kernel_binding.kernel_binary_digest) == DIGESTS["binary"]
         info = caller.infos.mmvq(lib, actual.quantization)
         assert bytes(semantic.base.producer_variant_id) == bytes(info.actual_identity.producer_variant_id)
     assert caller.approved == len(mmvq) and caller.error == CallbackError.NONE
@@ -143,7 +150,7 @@ def test_each_refusal_of_approve_is_the_smokes(decoded, palw_runtime, palw_model
         first.struct_size = size
     assert unsupported.error == CallbackError.INVALID_ARGUMENT
 
-    no_info = TraceCaller(palw_runtime, decoded.candidates, digests=palw_session.kernel_digests)
+    no_info = TraceCaller(palw_runtime, decoded.candidates, digests=DIGESTS)
     assert status_name(lib, no_info.approve(first, launch)) == "IDENTITY_MISMATCH"
     assert no_info.error == CallbackError.INVALID_ARGUMENT
 
@@ -210,5 +217,65 @@ def test_change_runs_once_at_its_index_and_its_errors_are_kept(decoded, palw_run
         raise RuntimeError("a broken change")
 
     failing = _caller(palw_runtime, palw_model, palw_session, decoded.candidates, change=(0, broken))
-    assert failing.approve(decoded.associations[0], launch) == lib.PALW_CUDA_TRACE_OK
+    assert status_name(lib, failing.approve(decoded.associations[0], launch)) == "INVALID_ARGUMENT"
+    assert failing.error == CallbackError.INVALID_ARGUMENT and failing.approved == 0
     assert len(failing.callback_errors) == 1 and "a broken change" in failing.callback_errors[0]
+
+
+def test_an_attention_launch_of_another_geometry_is_refused(decoded, palw_runtime, palw_model, palw_session):
+    """same_mixed_candidate: the attention geometry is the discovered one (the smoke writes
+    Qwen3-8B's literals); an association with one more key-value cell is another launch."""
+    ffi, lib = palw_runtime.ffi, palw_runtime.lib
+    index = next(i for i, c in enumerate(decoded.candidates) if c.attention_stage != 0)
+    caller = _caller(palw_runtime, palw_model, palw_session, decoded.candidates)
+    launch = ffi.new("palw_cuda_producer_launch_v3 *")
+    for actual in decoded.associations[:index]:
+        assert caller.approve(actual, launch) == lib.PALW_CUDA_TRACE_OK
+    actual = decoded.associations[index]
+    actual.physical_key_value_tokens += 1
+    try:
+        assert status_name(lib, caller.approve(actual, launch)) == "IDENTITY_MISMATCH"
+    finally:
+        actual.physical_key_value_tokens -= 1
+    assert caller.error == CallbackError.ASSOCIATION_MISMATCH and caller.approved == index
+
+
+def test_v1_refusals_and_the_refused_launch(decoded, palw_runtime, palw_model, palw_session):
+    ffi, lib = palw_runtime.ffi, palw_runtime.lib
+    launch = ffi.new("palw_cuda_producer_launch_v3 *")
+    mmvq = [_v1_association(palw_runtime, a) for a in decoded.associations if a.attention_stage == 0][:3]
+
+    rejecting = _caller(palw_runtime, palw_model, palw_session, decoded.mmvq, version=1, reject_index=2)
+    for actual in mmvq[:2]:
+        assert rejecting.approve(actual, launch) == lib.PALW_CUDA_TRACE_OK
+    assert status_name(lib, rejecting.approve(mmvq[2], launch)) == "IDENTITY_MISMATCH"
+    refused = rejecting.refused
+    assert refused["weight_data"] == int(ffi.cast("uintptr_t", mmvq[2].weight_data))
+    assert (refused["node"], refused["weight"]) == (decoded.mmvq[2].node, decoded.mmvq[2].weight)
+
+    wrong_info = _caller(palw_runtime, palw_model, palw_session, decoded.mmvq, version=1)
+    quantization = mmvq[0].quantization
+    info = wrong_info.infos.mmvq(lib, quantization)
+    info.quantization = ({lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K, lib.PALW_CUDA_TRACE_QUANTIZATION_Q6_K}
+                         - {quantization}).pop()  # the kernel info of the other class
+    assert status_name(lib, wrong_info.approve(mmvq[0], launch)) == "IDENTITY_MISMATCH"
+    assert wrong_info.error == CallbackError.INVALID_ARGUMENT
+
+    other_version = _caller(palw_runtime, palw_model, palw_session, decoded.candidates)  # a V2 state
+    v1_approve = rejecting.request.approve
+    assert status_name(lib, v1_approve(other_version.state, mmvq[0], launch)) == "INVALID_ARGUMENT"
+    assert other_version.approved == 0
+
+
+def test_a_notification_beyond_the_approvals_is_a_mismatch(decoded, palw_runtime, palw_model, palw_session):
+    ffi, lib = palw_runtime.ffi, palw_runtime.lib
+    caller = _caller(palw_runtime, palw_model, palw_session, decoded.candidates)
+    launch = ffi.new("palw_cuda_producer_launch_v3 *")
+    caller.request.launch_accepted(caller.state, decoded.associations[0], launch)  # nothing approved yet
+    assert caller.launch_notifications == 0 and caller.error == CallbackError.LAUNCH_NOTIFICATION_MISMATCH
+    assert caller.associations == [] and caller.operation_tokens == [] and caller.refused is None
+
+
+def test_a_caller_without_every_digest_is_refused_at_once(decoded, palw_runtime):
+    with pytest.raises(ValueError, match="missing or malformed: \\['attention_pv'\\]"):
+        TraceCaller(palw_runtime, decoded.candidates, digests={k: v for k, v in DIGESTS.items() if k != "attention_pv"})

@@ -60,7 +60,7 @@ void * ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const char * na
 CALLBACKS_CDEF = """
 extern "Python" {
     bool palw_py_eval(struct ggml_tensor * tensor, bool ask, void * user_data);
-    void palw_py_change(void * user_data, palw_cuda_producer_launch_v3 * launch);
+    int palw_py_change(void * user_data, palw_cuda_producer_launch_v3 * launch);
 }
 """
 

@@ -106,19 +106,23 @@ void remember_refused(palw_trace_caller * state, const palw_cuda_llama_trace_ass
     state->refused_v2 = *actual;
 }
 
+template <typename Association> constexpr uint32_t version_of = 2;
+template <> constexpr uint32_t version_of<palw_cuda_llama_mmvq_association_v1> = 1;
+
 // The checks before a template is built, in the smoke's order: the status approve returns, or
-// PALW_CUDA_TRACE_OK to go on.
+// PALW_CUDA_TRACE_OK to go on. (A state made for the other version, whose buffers are sized for its
+// associations, is refused like a missing one.)
 template <typename Association>
 palw_cuda_trace_status refusal(palw_trace_caller * state, const Association * actual, const void * expected) {
-    if (state == nullptr || actual == nullptr || expected == nullptr ||
-            state->error != PALW_TRACE_CALLER_ERROR_NONE || !is_supported(actual)) {
+    if (state == nullptr || state->version != version_of<Association> || actual == nullptr ||
+            expected == nullptr || state->error != PALW_TRACE_CALLER_ERROR_NONE || !is_supported(actual)) {
         if (state != nullptr) {
             state->error = PALW_TRACE_CALLER_ERROR_INVALID_ARGUMENT;
         }
         return PALW_CUDA_TRACE_INVALID_ARGUMENT;
     }
     const uint64_t index = state->approved;
-    if (index >= state->limit) {
+    if (index >= state->limit || index >= state->candidate_count) {
         state->error = PALW_TRACE_CALLER_ERROR_UNEXPECTED_COUNT;
         return PALW_CUDA_TRACE_SEQUENCE_MISMATCH;
     }
@@ -198,8 +202,10 @@ template <typename Association>
 palw_cuda_trace_status approved(palw_trace_caller * state, const Association * actual,
                                 palw_cuda_producer_launch_v3 * launch) {
     const uint64_t index = state->approved;
-    if (index == state->change_index && state->change != nullptr) {
-        state->change(state->change_user_data, launch);
+    if (index == state->change_index && state->change != nullptr &&
+            state->change(state->change_user_data, launch) != 0) {
+        state->error = PALW_TRACE_CALLER_ERROR_INVALID_ARGUMENT;
+        return PALW_CUDA_TRACE_INVALID_ARGUMENT;
     }
     state->operation_tokens[index] = actual->operation_token;
     std::memcpy(state->associations + index * sizeof(Association), actual, sizeof(Association));
@@ -216,7 +222,7 @@ palw_cuda_trace_status incompatible(palw_trace_caller * state) {
 template <typename Association>
 void launch_accepted(void * user_data, const Association * actual, const palw_cuda_producer_launch_v3 * expected) {
     auto * state = static_cast<palw_trace_caller *>(user_data);
-    if (state == nullptr) {
+    if (state == nullptr || state->version != version_of<Association>) {
         return;
     }
     const uint64_t n = state->launch_notifications;

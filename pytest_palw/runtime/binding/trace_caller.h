@@ -8,6 +8,7 @@
  * The runtime calls these with `user_data` = a palw_trace_caller the Python side
  * (pytest_palw/runtime/caller.py) allocated, with its candidates, kernel infos, digests and
  * buffers. No Python runs per launch; at most one launch (`change_index`) calls `change`.
+ * Not ported: the smoke's --authority-ids (R13) stamping; the suite never passes it.
  *
  * Include palw_cuda_llama_mmvq.h first. cffi reads this file for its declarations.
  */
@@ -65,7 +66,8 @@ typedef struct palw_trace_caller_fault {
     uint8_t with_association;
 } palw_trace_caller_fault;
 
-typedef void (*palw_trace_caller_change_fn)(void * user_data, palw_cuda_producer_launch_v3 * launch);
+/* Alters the launch approved at change_index; nonzero when it failed (approve then refuses). */
+typedef int (*palw_trace_caller_change_fn)(void * user_data, palw_cuda_producer_launch_v3 * launch);
 
 typedef struct palw_trace_caller {
     /* set by the owner before attach */
