@@ -67,8 +67,8 @@ def test_v2_ids_are_the_smokes(decoded, palw_runtime, palw_model, palw_session):
         tail += bytes([actual.kind, actual.quantization, actual.attention_stage])
         assert bytes(semantic.operation_instance_id) == _smoke_id("misaka.palw.diagnostic.operation.v2", index, tail)
         assert bytes(semantic.physical_layout_id) == _smoke_id("misaka.palw.diagnostic.physical_layout.v2", index, tail)
-        klass = STAGE_DIGEST[actual.attention_stage] or {lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K: "q4_k",
-                                                          lib.PALW_CUDA_TRACE_QUANTIZATION_Q6_K: "q6_k"}[actual.quantization]
+        mmvq_class = {lib.PALW_CUDA_TRACE_QUANTIZATION_Q4_K: "q4_k", lib.PALW_CUDA_TRACE_QUANTIZATION_Q6_K: "q6_k"}
+        klass = STAGE_DIGEST[actual.attention_stage] or mmvq_class[actual.quantization]
         assert bytes(launch.kernel_binding.kernel_binary_digest) == DIGESTS[klass], index
         if actual.attention_stage == 0:
             assert bytes(semantic.decomposition_plan_id) == _smoke_id("misaka.palw.diagnostic.plan.v2", index, tail)
@@ -268,7 +268,7 @@ def test_v1_refusals_and_the_refused_launch(decoded, palw_runtime, palw_model, p
 
 
 def test_a_notification_beyond_the_approvals_is_a_mismatch(decoded, palw_runtime, palw_model, palw_session):
-    ffi, lib = palw_runtime.ffi, palw_runtime.lib
+    ffi = palw_runtime.ffi
     caller = _caller(palw_runtime, palw_model, palw_session, decoded.candidates)
     launch = ffi.new("palw_cuda_producer_launch_v3 *")
     caller.request.launch_accepted(caller.state, decoded.associations[0], launch)  # nothing approved yet
