@@ -332,19 +332,27 @@ def case_id(nodeid: str, location_path: str, rootpath: Path, suite_dir: Path | N
 
 
 # -- what was tested --------------------------------------------------------------------------------
+PLUGIN_CODE = (".py", ".h", ".c", ".cpp")  # the plugin's Python and the C it compiles (the trace's caller)
+
+
+def plugin_files() -> list[Path]:
+    """The plugin's own code: every source file of the package outside the suite's assets."""
+    assets = [paths.CONFORMANCE_DIR, paths.FIXTURES_DIR, paths.NATIVE_DIR, paths.PATCHES_DIR]
+    return sorted(path for path in paths.PACKAGE_DIR.rglob("*") if path.suffix in PLUGIN_CODE and path.is_file()
+                  and "__pycache__" not in path.parts and not any(asset in path.parents for asset in assets))
+
+
 def suite_digest() -> dict:
     """sha256 of each part of what a certificate's cases are made of, and of all of them together."""
     models = paths.FIXTURES_DIR
-    assets = [paths.CONFORMANCE_DIR, paths.FIXTURES_DIR, paths.NATIVE_DIR, paths.PATCHES_DIR]
-    plugin = [path for path in paths.PACKAGE_DIR.rglob("*.py")
-              if not any(asset == path or asset in path.parents for asset in assets)]
+    plugin = plugin_files()
     parts = {
         "conformance": (paths.CONFORMANCE_DIR, sorted(paths.CONFORMANCE_DIR.glob("*.py"))),
         "launch_table": (models, [models / "oracles" / "launch_table.py", models / "models" / "profiles.py"]),
         "goldens": (models / "goldens", sorted((models / "goldens").rglob("*.bin"))
                     + sorted((models / "goldens").rglob("*.json"))),
         "schema": (paths.PACKAGE_DIR / "certificate", [paths.PACKAGE_DIR / "certificate" / "schema.json"]),
-        "plugin": (paths.PACKAGE_DIR, sorted(plugin)),
+        "plugin": (paths.PACKAGE_DIR, plugin),
     }
     digests = {name: tree_digest(root, {path.relative_to(root).as_posix(): sha256_file(path) for path in files})
                for name, (root, files) in parts.items()}

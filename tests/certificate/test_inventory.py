@@ -182,3 +182,17 @@ def test_the_suite_digest_covers_each_part():
     assert set(digest["parts"]) == {"conformance", "launch_table", "goldens", "schema", "plugin"}
     assert len(digest["sha256"]) == 64 and digest["plugin_version"]
     assert digest == inventory.suite_digest()  # stable
+
+
+def test_the_plugin_part_is_all_of_its_code_the_callers_c_included():
+    """The trace's callbacks are C the plugin compiles (runtime/binding/trace_caller.cpp): a
+    certificate made with other callbacks must say so through its suite digest."""
+    from pytest_palw import paths
+
+    files = {path.relative_to(paths.PACKAGE_DIR).as_posix() for path in inventory.plugin_files()}
+    assert {"runtime/binding/trace_caller.cpp", "runtime/binding/trace_caller.h", "runtime/caller.py",
+            "certificate/verdict.py"} <= files
+    on_disk = {path.relative_to(paths.PACKAGE_DIR).as_posix() for path in paths.PACKAGE_DIR.rglob("*")
+               if path.suffix in (".py", ".h", ".c", ".cpp") and "__pycache__" not in path.parts}
+    assets = {"conformance/", "fixtures/", "native/", "patches/"}
+    assert files == {f for f in on_disk if not any(f.startswith(a) for a in assets)}
