@@ -29,7 +29,7 @@ GROUPS = {
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_backend_ops_agree_with_the_cpu_backend(group, palw_session):
     build = palw_session.build
-    binary = build_binary(build.source_dir, build.source_dir / "ggml" / "include", build.lib_dir)
+    binary = build_binary(build)
     ops, params = GROUPS[group]
     outcome = run(binary, "CUDA0", ops, params)
     palw_session.notes[f"backend_ops_{group}"] = outcome.as_dict()  # one note per group: workers merge by name

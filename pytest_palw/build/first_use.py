@@ -26,10 +26,9 @@ print(f"{resolved.path} (sha256 {resolved.sha256[:16]}...)")
 _BINDING = """
 import sys
 from pathlib import Path
-from pytest_palw.runtime.binding.runtime_abi import RuntimeLayout, load_runtime_abi
+from pytest_palw.runtime.binding.runtime_abi import load_runtime_abi
 from pytest_palw.runtime.library import RuntimeBuild
-build = RuntimeBuild.locate(Path(sys.argv[1]))
-module = load_runtime_abi(RuntimeLayout(build.lib_dir, build.source_dir, build.runtime_dir))
+module = load_runtime_abi(RuntimeBuild.locate(Path(sys.argv[1])).layout)
 print(module.__file__)
 """
 _BACKEND_OPS = """
@@ -38,7 +37,7 @@ from pathlib import Path
 from pytest_palw.runtime.backend_ops import build_binary
 from pytest_palw.runtime.library import RuntimeBuild
 build = RuntimeBuild.locate(Path(sys.argv[1]))
-print(build_binary(build.source_dir, build.source_dir / "ggml" / "include", build.lib_dir).name)
+print(build_binary(build).name)
 """
 
 

@@ -53,9 +53,11 @@ class BackendOpsRun:
                 "cases": self.cases, "one_column_passed": self.one_column, "failed": self.failed[:20]}
 
 
-def build_binary(source_dir: Path, include_dir: Path, lib_dir: Path) -> Path:
-    """``test-backend-ops`` of ``source_dir``, linked to ``lib_dir``'s ggml; cached."""
-    source = Path(source_dir) / SOURCE
+def build_binary(build) -> Path:
+    """``test-backend-ops`` of the runtime build's tree (a RuntimeBuild), linked to its ggml; cached."""
+    source_dir, lib_dir = Path(build.source_dir), Path(build.lib_dir)
+    include_dir = source_dir / "ggml" / "include"
+    source = source_dir / SOURCE
     if not source.is_file():
         raise AssertionError(f"{source} is missing: the runtime was built from a tree without llama.cpp's "
                              "test-backend-ops.cpp (an old `palw source` archive pruned it); rebuild from the "
@@ -66,7 +68,7 @@ def build_binary(source_dir: Path, include_dir: Path, lib_dir: Path) -> Path:
                              "compiler the runtime was built with, or set CXX")
     command = [str(cxx), "-std=c++17", "-O2", "-I", str(include_dir), str(source), "-L", str(lib_dir),
                "-lggml", "-lggml-base", f"-Wl,-rpath,{lib_dir}", "-pthread"]
-    libraries = [sha256_file(Path(lib_dir) / name) for name in LIBRARIES]
+    libraries = [sha256_file(lib_dir / name) for name in LIBRARIES]
     key = key_of(source.read_bytes(), command, libraries, tool_version(cxx))
     target = cache_dir("probes") / f"test-backend-ops-{key}"
     with exclusive(target.with_suffix(".lock"), what="building llama.cpp's test-backend-ops"):

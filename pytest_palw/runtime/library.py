@@ -54,6 +54,11 @@ class RuntimeBuild:
     manifest: dict = field(default_factory=dict, compare=False, repr=False)
     manifest_path: Path | None = None
 
+    @property
+    def layout(self) -> RuntimeLayout:
+        """What the cffi extension compiles and links against."""
+        return RuntimeLayout(self.lib_dir, self.source_dir, self.runtime_dir)
+
     @classmethod
     def from_manifest(cls, path: Path) -> "RuntimeBuild":
         data = json.loads(Path(path).read_text())
@@ -142,7 +147,7 @@ class Runtime:
         self.llama = load_llama_cpp(build.lib_dir, build.binding_python_path)
         if not hasattr(self.llama._lib, PALW_SYMBOL):
             raise not_a_palw_library(build.lib_dir)
-        self.abi = load_runtime_abi(RuntimeLayout(build.lib_dir, build.source_dir, build.runtime_dir))
+        self.abi = load_runtime_abi(build.layout)
         self.ffi, self.lib = self.abi.ffi, self.abi.lib
         install(self.abi)
         self.gpu_slots = None  # runtime/gpu_share.GpuSlots, set by the plugin's session: held while a context lives

@@ -4,7 +4,7 @@ test-backend-ops); a preparation that fails is named in one line and fails the c
 
 from pathlib import Path
 
-from pytest_palw.runtime.binding.runtime_abi import RuntimeLayout, load_runtime_abi
+from pytest_palw.runtime.binding.runtime_abi import load_runtime_abi
 from pytest_palw.runtime.library import RuntimeBuild
 from pytest_palw.runtime.resolve import resolve_model
 
@@ -25,8 +25,7 @@ def test_the_model_and_the_binding_are_the_ones_certify_uses(cpu_build, run_palw
     assert f": {resolved.path} (sha256 {resolved.sha256[:16]}...)" in model[0]
     prepared = Path(binding[0].split(" s: ", 1)[1])
     compiled_at = prepared.stat().st_mtime_ns
-    build = RuntimeBuild.locate(Path(cpu_build.path))
-    loaded = load_runtime_abi(RuntimeLayout(build.lib_dir, build.source_dir, build.runtime_dir))
+    loaded = load_runtime_abi(RuntimeBuild.locate(Path(cpu_build.path)).layout)
     assert Path(loaded.__file__) == prepared  # the very module the runtime loads, in the cache it reads
     assert prepared.stat().st_mtime_ns == compiled_at, "the runtime compiled its binding again"
 

@@ -30,7 +30,7 @@ def test_the_console_output_is_counted(tmp_path):
 
 def test_it_builds_from_the_runtime_tree_and_runs(cpu_build):
     build = RuntimeBuild.locate(cpu_build.path)
-    binary = backend_ops.build_binary(build.source_dir, build.source_dir / "ggml" / "include", build.lib_dir)
+    binary = backend_ops.build_binary(build)
     outcome = backend_ops.run(binary, "CPU", "MUL_MAT", "type_a=q4_K,type_b=f32")
     assert outcome.returncode == 0, outcome.tail
     assert outcome.backends == ["CPU"]

@@ -214,6 +214,11 @@ palw_cuda_trace_status approved(palw_trace_caller * state, const Association * a
     return PALW_CUDA_TRACE_OK;
 }
 
+const palw_cuda_llama_mmvq_kernel_info_v1 * mmvq_info(const palw_trace_caller * state, uint8_t quantization) {
+    return quantization == PALW_CUDA_TRACE_QUANTIZATION_Q4_K ? state->q4_info
+        : quantization == PALW_CUDA_TRACE_QUANTIZATION_Q6_K ? state->q6_info : nullptr;
+}
+
 palw_cuda_trace_status incompatible(palw_trace_caller * state) {
     state->error = PALW_TRACE_CALLER_ERROR_INVALID_ARGUMENT;
     return PALW_CUDA_TRACE_IDENTITY_MISMATCH;
@@ -295,9 +300,7 @@ palw_cuda_trace_status palw_trace_caller_approve_v2(void * user_data, const palw
     base.causal = actual->causal;
     const palw_cuda_producer_actual_identity_v3 * actual_identity = nullptr;
     if (!attention) {
-        const palw_cuda_llama_mmvq_kernel_info_v1 * info =
-            actual->quantization == PALW_CUDA_TRACE_QUANTIZATION_Q4_K ? state->q4_info
-            : actual->quantization == PALW_CUDA_TRACE_QUANTIZATION_Q6_K ? state->q6_info : nullptr;
+        const palw_cuda_llama_mmvq_kernel_info_v1 * info = mmvq_info(state, actual->quantization);
         if (!palw_cuda_llama_mmvq_kernel_info_is_compatible_v1(info)) {
             return incompatible(state);
         }
@@ -363,9 +366,7 @@ palw_cuda_trace_status palw_trace_caller_approve_v1(void * user_data, const palw
         return refused;
     }
     const uint64_t index = state->approved;
-    const palw_cuda_llama_mmvq_kernel_info_v1 * info =
-        actual->quantization == PALW_CUDA_TRACE_QUANTIZATION_Q4_K ? state->q4_info
-        : actual->quantization == PALW_CUDA_TRACE_QUANTIZATION_Q6_K ? state->q6_info : nullptr;
+    const palw_cuda_llama_mmvq_kernel_info_v1 * info = mmvq_info(state, actual->quantization);
     if (!palw_cuda_llama_mmvq_kernel_info_is_compatible_v1(info) || info->quantization != actual->quantization) {
         return incompatible(state);
     }
