@@ -60,7 +60,7 @@ def test_a_device_of_another_cc_fails_closed(palw_session, palw_token, palw_trac
     assert device is not None, "nvidia-smi reported no device for a CUDA runtime"
     # A cc below the device's (ggml then picks no feature the device lacks), and not the pinned one.
     other = next(cc for cc in range(device.cc - 10, 0, -10) if cc != pinned)
-    arguments = (palw_session.build.manifest_path, palw_session.model.path, palw_token,
+    arguments = (palw_session.build.location, palw_session.model.path, palw_token,
                  palw_session.kernel_digest.digest)
     with ThreadPoolExecutor(2) as pool:
         refused, control = pool.map(lambda cc: run_child(*arguments, reported_cc=cc), (other, device.cc))

@@ -124,8 +124,8 @@ def test_scheduled_graph_unchanged_by_trace(palw_model, palw_caller, palw_token)
 
 
 def _observer(palw_session):
-    tool = palw_session.build.manifest.get("outputs", {}).get("tools", {}).get("observer")
-    assert tool and os.path.exists(tool), "the runtime manifest names no llama-palw-observer"
+    tool = palw_session.build.tools.get("observer")
+    assert tool and os.path.exists(tool), palw_session.build.tool_absent("observer")
     return tool
 
 

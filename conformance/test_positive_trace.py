@@ -127,10 +127,9 @@ def _host_lanes(reference):
 
 
 def test_fingerprint_equals_seed_smoke(palw_trace, palw_session, palw_token):
-    tools = palw_session.build.manifest.get("outputs", {}).get("tools", {})
-    smoke = tools.get("smoke")
+    smoke = palw_session.build.tools.get("smoke")
     if not smoke:
-        pytest.fail("the runtime manifest names no llama-palw-mmvq-smoke (a cuda build has it)")
+        pytest.fail(palw_session.build.tool_absent("smoke"))
     profile, full = palw_session.model_profile, PROFILES["full"]
     if (profile.n_embd, profile.n_vocab) != (full.n_embd, full.n_vocab):
         pytest.skip("the seed smoke tool accepts only the full Qwen3-8B shapes: run with "

@@ -152,8 +152,8 @@ def test_every_gated_field_has_a_negative():
 
 # -- running the tools ---------------------------------------------------------------------------------------
 def _tool(palw_session, name: str) -> str:
-    tool = palw_session.build.manifest.get("outputs", {}).get("tools", {}).get(name)
-    assert tool and os.path.exists(tool), f"the runtime manifest names no {name} tool"
+    tool = palw_session.build.tools.get(name)
+    assert tool and os.path.exists(tool), palw_session.build.tool_absent(name)
     return tool
 
 

@@ -76,15 +76,15 @@ class Controller:
         if palw.runtime_line:
             self.say(palw.runtime_line)
         require_palw_library(build.lib_dir)
-        self.load_probe = LoadProbe(build.manifest_path or build.lib_dir, palw.resolved_model.path)
+        self.load_probe = LoadProbe(build.location, palw.resolved_model.path)
         palw.mark("probe_started")
 
     @pytest.hookimpl(optionalhook=True)  # xdist's: `-p no:xdist` must still work
     def pytest_configure_node(self, node) -> None:
         """Every worker runs the build and the model resolved here (the session's, unchanged)."""
         palw = self.palw
-        if "build" in palw.__dict__ and palw.build.manifest_path:
-            node.workerinput[HANDED_MANIFEST] = str(palw.build.manifest_path)
+        if "build" in palw.__dict__:
+            node.workerinput[HANDED_MANIFEST] = str(palw.build.location)
             node.workerinput[HANDED_RUNTIME_LINE] = palw.runtime_line
         if "resolved_model" in palw.__dict__:
             node.workerinput[HANDED_MODEL] = palw.resolved_model.to_wire()

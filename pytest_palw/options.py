@@ -26,7 +26,11 @@ OPTIONS = (
     Option("--palw-model", "PALW_MODEL", "profile:tiny",
            "GGUF to certify, or profile:tiny|gpu|full for a synthetic Qwen3-8B-topology model"),
     Option("--palw-lib", "PALW_LIB", None,
-           "a `palw build` output (dir or palw-manifest.json); default: this host's cached build"),
+           "a `palw build` output (dir or palw-manifest.json), or a directory of PALW-patched libraries from any "
+           "build (or its libllama.so); default: this host's cached build"),
+    Option("--palw-tools", "PALW_TOOLS", None,
+           "the directory of the seed tools (llama-palw-observer, llama-palw-mmvq-smoke); default: the build's, "
+           "or beside the libraries (the same directory, then ../bin)"),
     Option("--palw-token", "PALW_TOKEN", None,
            "token of the one-token decode; default: the smoke's choice (decoder start, else BOS)"),
     Option("--palw-kernel-digest", "PALW_KERNEL_DIGEST", None,

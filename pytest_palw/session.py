@@ -24,7 +24,7 @@ from pytest_palw import options as opts
 from pytest_palw import paths
 from pytest_palw.build.choice import PALW_DEFAULT_PIN
 from pytest_palw.cache import remembered_sha256
-from pytest_palw.certificate.facts import kernel_digest_statement, runtime_statement
+from pytest_palw.certificate.facts import brought_statement, kernel_digest_statement, runtime_statement
 from pytest_palw.certificate.inventory import witness_id
 from pytest_palw.errors import PalwError
 from pytest_palw.marks import LAUNCH_MARK, launch_family
@@ -32,6 +32,7 @@ from pytest_palw.runtime.caller import DIGEST_NAMES
 from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices, worker_number
 from pytest_palw.runtime.gpu_share import slots_for
 from pytest_palw.runtime.kernel_digest import KernelDigest, kernel_digest
+from pytest_palw.runtime.brought import ORIGIN_BUILD
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
 from pytest_palw.runtime.resolve import ResolvedModel, choose_build, resolve_model
 from pytest_palw.selection import in_suite
@@ -180,7 +181,8 @@ class PalwSession:
     @cached_property
     def build(self) -> RuntimeBuild:
         location = self.handed.get(HANDED_MANIFEST) or self.option("palw_lib")  # a worker runs what was checked
-        build, line = choose_build(location, None if location else visible_devices(), self.option("palw_build"))
+        build, line = choose_build(location, None if location else visible_devices(), self.option("palw_build"),
+                                   self.option("palw_tools"))
         self.runtime_line = line or self.runtime_line
         return build
 
@@ -277,7 +279,9 @@ class PalwSession:
         facts = {
             "runtime": {"lib_dir": str(build.lib_dir), "variant": build.variant,
                         "has_cuda_trace": self.runtime.has_cuda_trace, "chosen_by": self.runtime_line,
-                        **runtime_statement(build.manifest), "manifest": build.manifest},
+                        "origin": build.origin, "tools": build.tools,
+                        **(runtime_statement(build.manifest) if build.origin == ORIGIN_BUILD else brought_statement(build)),
+                        "manifest": build.manifest},
             "device": ({"kind": "cuda", "name": device.name, "cc": device.cc, "driver": device.driver}
                        if device else {"kind": "cpu", "name": "cpu", "cc": None, "driver": None}),
             "pinned_cc": build.pinned_cc if build.variant == "cuda" else None,

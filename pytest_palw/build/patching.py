@@ -106,16 +106,17 @@ def copy_tree(source: Path, destination: Path) -> None:
     shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(".git"))
 
 
-def apply_patch_set(tree: Path, patch_set: PatchSet) -> None:
-    """Apply the seed patch then each overlay to ``tree`` in place; the first failure raises."""
+def apply_patch_set(tree: Path, patch_set: PatchSet, only: tuple[str, ...] = ()) -> None:
+    """Apply the seed patch then each overlay to ``tree`` in place; the first failure raises.
+    ``only``: the directories to patch (a partial tree, e.g. the headers); the rest of each patch is skipped."""
     if patch_set.is_empty:
         return
-    apply_patch(tree, patch_set.seed, role="seed patch")
+    apply_patch(tree, patch_set.seed, role="seed patch", only=only)
     for path, _digest in patch_set.overlays:
-        apply_patch(tree, path, role="overlay")
+        apply_patch(tree, path, role="overlay", only=only)
 
 
-def apply_patch(tree: Path, patch: Path, *, role: str = "patch") -> None:
+def apply_patch(tree: Path, patch: Path, *, role: str = "patch", only: tuple[str, ...] = ()) -> None:
     text = patch.read_bytes()
     # The seed file has no final newline (kept verbatim); git apply calls that corrupt.
     if not text.endswith(b"\n"):
@@ -129,7 +130,8 @@ def apply_patch(tree: Path, patch: Path, *, role: str = "patch") -> None:
     env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(Path(tree).resolve().parent), LC_ALL="C")
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)
-    result = subprocess.run([git, "apply", "--verbose", "--whitespace=nowarn", "-"], input=text,
+    include = [f"--include={directory}/*" for directory in only]
+    result = subprocess.run([git, "apply", "--verbose", "--whitespace=nowarn", *include, "-"], input=text,
                             cwd=tree, env=env, capture_output=True)
     if result.returncode != 0:
         stderr = result.stderr.decode("utf-8", "replace")

@@ -53,6 +53,21 @@ def runtime_statement(manifest: dict) -> dict:
     }
 
 
+def brought_statement(build) -> dict:
+    """What a certificate says about a brought runtime (a RuntimeBuild of origin ``brought``): only what
+    its files and this process showed (runtime/brought.py), and which facts only a manifest knows."""
+    from pytest_palw.runtime.brought import MANIFEST_ONLY, mapped_libraries
+
+    observed = {key: value for key, value in build.observed.items() if key != "tools_looked_in"}
+    return {
+        "pin": None,  # the pin probe and kernel infos observe it on a CUDA runtime
+        "observed": {**observed, "libraries": mapped_libraries()},
+        "toolchain": observed.get("toolchain"),
+        "cxx_runtime_ok": (observed.get("cxx_runtime") or {}).get("ok"),
+        "absent": {name: "only a `palw build` manifest knows it" for name in MANIFEST_ONLY},
+    }
+
+
 def pytest_statement(config) -> dict:
     """The pytest that ran the cases and the installed distributions its plugins came from
     (`palw certify` loads only the suite's own: certify.SUITE_PLUGINS)."""

@@ -151,7 +151,11 @@ def _runtime_facts(document: dict) -> list[tuple[str, object]]:
         Path(item.get("path", "?")).name for item in inputs.get("overlays") or []]
     cxx = runtime.get("cxx_runtime") or manifest.get("cxx_runtime") or {}
     cxx_ok = cxx.get("ok", runtime.get("cxx_runtime_ok")) if isinstance(cxx, dict) else cxx
-    facts = [("variant", runtime.get("variant")),
+    observed = runtime.get("observed") or {}
+    facts = [("origin", runtime.get("origin") and (
+                 "brought: a directory of libraries from another build; every fact below was observed in its files "
+                 "or in this run" if runtime.get("origin") == "brought" else "palw-build: made by `palw build`")),
+             ("variant", runtime.get("variant")),
              ("pinned cc", pin if pin is not None else "none (not a CUDA runtime)"),
              ("pin", runtime.get("pin")), ("chosen by", runtime.get("chosen_by")),
              ("CUDA trace procs", {True: "present", False: "absent"}.get(runtime.get("has_cuda_trace"))),
@@ -164,7 +168,14 @@ def _runtime_facts(document: dict) -> list[tuple[str, object]]:
                             (runtime.get("toolchain") or manifest.get("tools") or {}).items() if version}),
              ("C++ runtime", {True: "ok", False: "NOT ok"}.get(cxx_ok, cxx_ok)),
              ("library", runtime.get("lib_dir")), ("build key", manifest.get("key")),
-             ("built", manifest.get("created"))]
+             ("built", manifest.get("created")),
+             ("library sha256 (mapped)", observed.get("libraries")),
+             ("PALW functions exported", observed.get("palw_functions")),
+             ("PALW backend procs", observed.get("backend_procs") or (observed and "none")),
+             ("request ABI", {name: f"abi_version {seen.get('abi_version')}, struct_size {seen.get('struct_size')}"
+                              for name, seen in (observed.get("request_abi") or {}).items()}),
+             ("seed tools", {role: path or "absent" for role, path in (runtime.get("tools") or {}).items()}),
+             ("not stated", {name: why for name, why in (runtime.get("absent") or {}).items()})]
     return [(name, value) for name, value in facts if value not in (None, "", [], {})]
 
 

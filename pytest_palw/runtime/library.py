@@ -19,6 +19,8 @@ import numpy as np
 from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
 from pytest_palw.runtime.binding.llama import load_llama_cpp
 from pytest_palw.runtime.binding.runtime_abi import RuntimeLayout, load_runtime_abi
+from pytest_palw.runtime.brought import (ORIGIN_BROUGHT, ORIGIN_BUILD, TOOL_NAMES, check_abi, find_tools, lib_dir_of,
+                                         observe, suite_abi_dir, tool_places)
 from pytest_palw.runtime.callbacks import eval_callback_address, install
 
 MANIFEST_NAME = "palw-manifest.json"
@@ -53,18 +55,34 @@ class RuntimeBuild:
     pinned_cc: int | None
     manifest: dict = field(default_factory=dict, compare=False, repr=False)
     manifest_path: Path | None = None
+    origin: str = ORIGIN_BUILD  # palw-build (a manifest says what it was made from) or brought
+    tools: dict = field(default_factory=dict, compare=False)  # the seed tools: {observer, smoke} -> path or None
+    observed: dict = field(default_factory=dict, compare=False, repr=False)  # a brought runtime's (brought.observe)
 
     @property
     def layout(self) -> RuntimeLayout:
         """What the cffi extension compiles and links against."""
         return RuntimeLayout(self.lib_dir, self.source_dir, self.runtime_dir)
 
+    @property
+    def location(self) -> Path:
+        """What names this runtime to another process (a worker, a probe's child): its manifest or its libraries."""
+        return self.manifest_path or self.lib_dir
+
+    def tool_absent(self, role: str) -> str:
+        """Why a seed tool case cannot run: where the tool was looked for, and the fix."""
+        name, looked = TOOL_NAMES[role], self.observed.get("tools_looked_in")
+        where = f"looked in {', '.join(looked)}" if looked else "the runtime manifest names none"
+        return (f"no {name} for this runtime ({where}): the seed tool cases are required claims; put the tool "
+                "beside the libraries or name its directory with --palw-tools")
+
     @classmethod
-    def from_manifest(cls, path: Path) -> "RuntimeBuild":
+    def from_manifest(cls, path: Path, tools_dir: Path | str | None = None) -> "RuntimeBuild":
         data = json.loads(Path(path).read_text())
         try:
+            lib_dir = Path(data["outputs"]["lib_dir"])
             return cls(
-                lib_dir=Path(data["outputs"]["lib_dir"]),
+                lib_dir=lib_dir,
                 source_dir=Path(data["source_dir"]),
                 runtime_dir=recorded_runtime_dir(data["inputs"]["native"]),
                 binding_python_path=Path(data["binding_python_path"]) if data.get("binding_python_path") else None,
@@ -72,23 +90,41 @@ class RuntimeBuild:
                 pinned_cc=data.get("pinned_cc"),
                 manifest=data,
                 manifest_path=Path(path),
+                tools=find_tools(lib_dir, tools_dir) if tools_dir else dict(data["outputs"].get("tools") or {}),
+                observed={"tools_looked_in": [str(Path(tools_dir).resolve())]} if tools_dir else {},
             )
         except KeyError as missing:
             raise RuntimeLibraryError(f"{path} lacks {missing}: it is not a pytest-palw runtime "
                                       "manifest; rebuild with `palw build`") from None
 
     @classmethod
-    def locate(cls, location: Path) -> "RuntimeBuild":
-        """A manifest file, a build dir, or a lib dir inside a build dir."""
+    def brought(cls, location: Path, tools_dir: Path | str | None = None) -> "RuntimeBuild":
+        """A directory of PALW-patched libraries from any build (or its libllama.so), no manifest:
+        refused in one line unless it exports the PALW trace with the suite's ABI (runtime/brought.py)."""
+        from pytest_palw.paths import NATIVE_RUNTIME_DIR
+
+        lib_dir = lib_dir_of(location)
+        require_palw_library(lib_dir)
+        observed = observe(lib_dir)
+        check_abi(lib_dir, observed["request_abi"])
+        headers, binding_copy = suite_abi_dir()
+        observed["tools_looked_in"] = [str(Path(tools_dir).resolve())] if tools_dir else [
+            str(place) for place in tool_places(lib_dir)]
+        return cls(lib_dir=lib_dir, source_dir=headers, runtime_dir=NATIVE_RUNTIME_DIR,
+                   binding_python_path=binding_copy, variant=observed["variant"], pinned_cc=None,
+                   origin=ORIGIN_BROUGHT, tools=find_tools(lib_dir, tools_dir), observed=observed)
+
+    @classmethod
+    def locate(cls, location: Path, tools_dir: Path | str | None = None) -> "RuntimeBuild":
+        """A manifest file, a build dir, or a lib dir inside a build dir; else a brought directory of
+        libraries (or its libllama.so)."""
         location = Path(location).resolve()
         candidates = [location] if location.is_file() else [
             directory / MANIFEST_NAME for directory in (location, *location.parents)][:4]
         for candidate in candidates:
-            if candidate.is_file():
-                return cls.from_manifest(candidate)
-        raise RuntimeLibraryError(
-            f"no {MANIFEST_NAME} at or above {location}: --palw-lib must name a `palw build` "
-            "output (run `palw build`, or `palw build --print-manifest` to see where it is)")
+            if candidate.name == MANIFEST_NAME and candidate.is_file():
+                return cls.from_manifest(candidate, tools_dir)
+        return cls.brought(location, tools_dir)
 
 
 def recorded_runtime_dir(native: dict) -> Path:

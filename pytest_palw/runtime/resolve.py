@@ -56,21 +56,23 @@ def resolve_model(spec: str) -> ResolvedModel:
     return ResolvedModel(spec, path, profile, remembered_sha256(path))
 
 
-def choose_build(location: str | None, devices, build_policy: str | None) -> tuple[RuntimeBuild, str | None]:
+def choose_build(location: str | None, devices, build_policy: str | None,
+                 tools_dir: str | None = None) -> tuple[RuntimeBuild, str | None]:
     """The runtime build to run and, when this chose it, the line that says why.
 
-    ``location``: --palw-lib (a build output or its manifest). Otherwise the cached CUDA build of
+    ``location``: --palw-lib (a build output or its manifest, or a brought directory of libraries).
+    ``tools_dir``: --palw-tools, where the seed tools are (default: the build's, or beside the libraries). Otherwise the cached CUDA build of
     this checkout that suits the first visible device, else the cached CPU build (built now unless
     ``build_policy`` is ``never``)."""
     if location:
-        return RuntimeBuild.locate(Path(location)), None
+        return RuntimeBuild.locate(Path(location), tools_dir), None
     from pytest_palw.build import api, choice
 
     line = None
     if devices:
         chosen = choice.choose_cuda(devices[0])
         if chosen is not None:
-            return RuntimeBuild.locate(chosen.manifest.path), chosen.line
+            return RuntimeBuild.locate(chosen.manifest.path, tools_dir), chosen.line
         line = (f"runtime: no CUDA build of this checkout suits {devices[0].name} (cc {devices[0].cc}), so the "
                 "CPU build runs and the GPU tier cannot: run `palw build --variant cuda` first")
     manifest = api.find_manifest(variant="cpu")
@@ -79,4 +81,4 @@ def choose_build(location: str | None, devices, build_policy: str | None) -> tup
             raise RuntimeLibraryError("no cached PALW runtime for this host and --palw-build=never: run "
                                       "`palw build` or pass --palw-lib")
         manifest = api.build(variant="cpu")
-    return RuntimeBuild.locate(Path(manifest.path)), line
+    return RuntimeBuild.locate(Path(manifest.path), tools_dir), line

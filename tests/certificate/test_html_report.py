@@ -274,3 +274,25 @@ def test_the_page_prints_on_a4(tmp_path):
     assert result.returncode == 0 and pdf.is_file(), result.stderr[-1500:]
     boxes = re.findall(rb"MediaBox \[0 0 ([\d.]+) ([\d.]+)\]", pdf.read_bytes())
     assert boxes and all(abs(float(w) - 595.3) < 1 and abs(float(h) - 841.9) < 1 for w, h in boxes), boxes
+
+
+def test_a_brought_runtime_page_says_what_was_observed_and_what_is_not_stated():
+    """A brought runtime (no manifest): the page names the origin, the observed library digests and
+    ABI, and lists the facts only a manifest knows as not stated."""
+    from pytest_palw.runtime.brought import MANIFEST_ONLY
+
+    document = cpu_document()
+    document["runtime"] = {
+        "lib_dir": "/vendor/lib", "variant": "cpu", "has_cuda_trace": False, "origin": "brought", "manifest": {},
+        "tools": {"observer": "/vendor/bin/llama-palw-observer", "smoke": None},
+        "observed": {"libraries": {"/vendor/lib/libllama.so.0.0.0": "ab" * 32},
+                     "request_abi": {"palw_cuda_llama_trace_request_v2": {"abi_version": 2, "struct_size": 56}}},
+        "absent": {name: "only a `palw build` manifest knows it" for name in MANIFEST_ONLY}}
+    text = render(document)
+    assert "brought: a directory of libraries from another build" in text
+    assert "/vendor/lib/libllama.so.0.0.0: " + "ab" * 32 in text
+    assert "palw_cuda_llama_trace_request_v2: abi_version 2, struct_size 56" in text
+    assert "smoke: absent" in text
+    for name in MANIFEST_ONLY:
+        assert f"{name}: only a `palw build` manifest knows it" in text
+    assert "build key" not in text.split("brought:")[1].split("</table>")[0]
