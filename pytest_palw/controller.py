@@ -20,7 +20,7 @@ from pytest_palw import options as opts
 from pytest_palw import paths
 from pytest_palw.certificate import Certificate, discard
 from pytest_palw.certificate import inventory as inventories
-from pytest_palw.certificate.facts import pytest_statement
+from pytest_palw.certificate.facts import absent_tool_reasons, pytest_statement
 from pytest_palw.runtime.kernel_digest import parse_kernel_digest
 from pytest_palw.runtime.library import require_palw_library
 from pytest_palw.runtime.load_probe import LoadProbe
@@ -179,6 +179,8 @@ class Controller:
         run.exitstatus = session.exitstatus
         run.interrupted = self.stop_message or stop_reason(session)
         run.other += run_mode_reasons(config) + golden_recording_reasons(config)
+        if "build" in self.palw.__dict__:  # resolved in the preflight
+            run.other += absent_tool_reasons(self.palw.build.tools, self.palw.build.variant)
         run.selection = partial_run_reasons(config.args, certificate.facts.get("deselected", 0), certificate.cases,
                                             config.invocation_params.dir, config.option.pyargs)
         if any(facts.get("optimize") for facts in certificate.workers.values()):

@@ -68,6 +68,20 @@ def brought_statement(build) -> dict:
     }
 
 
+def absent_tool_reasons(tools: dict, variant: str) -> list[str]:
+    """The verdict's reason when a seed tool the runtime's tiers need is absent (the observer for every
+    runtime, the smoke for a CUDA one): the tool cases are required claims, so no certificate is
+    CERTIFIED without the tools (their cases fail, naming where the tool was looked for)."""
+    from pytest_palw.runtime.brought import TOOL_NAMES
+
+    needed = ["observer"] + (["smoke"] if variant == "cuda" else [])
+    absent = [TOOL_NAMES[role] for role in needed if not tools.get(role)]
+    if not absent:
+        return []
+    return [f"the seed tool(s) {', '.join(absent)} of this runtime are absent, so their cases (required claims) "
+            "could not pass: put them beside the libraries (DIR or DIR/../bin) or pass --palw-tools DIR"]
+
+
 def pytest_statement(config) -> dict:
     """The pytest that ran the cases and the installed distributions its plugins came from
     (`palw certify` loads only the suite's own: certify.SUITE_PLUGINS)."""

@@ -9,7 +9,8 @@ def terminal_summary(terminalreporter, document: dict, path: str | None) -> None
     runtime, model = document.get("runtime") or {}, document.get("model") or {}
     device = document.get("device") or {}
     if runtime:
-        write(f"runtime : {runtime['variant']} {runtime['lib_dir']} (CUDA trace: {runtime['has_cuda_trace']})")
+        write(f"runtime : {runtime['variant']} {runtime['lib_dir']} (CUDA trace: {runtime['has_cuda_trace']}"
+              + (f", {runtime['origin']}" if runtime.get("origin") else "") + ")")
     if device:
         write(f"device  : {device.get('name')} cc {device.get('cc')} (pinned cc {document.get('pinned_cc')})")
     if model:

@@ -20,7 +20,10 @@ def register(subparsers) -> None:
                     "(built on first use), the synthetic tiny model, certificate in ./palw-certificate.json "
                     "and its HTML report beside it.")
     parser.add_argument("--model", help="GGUF path or profile:tiny|gpu|full (pytest --palw-model)")
-    parser.add_argument("--lib", help="a `palw build` output (pytest --palw-lib)")
+    parser.add_argument("--lib", help="a `palw build` output, or a directory of PALW-patched libraries from any "
+                                      "build or its libllama.so (pytest --palw-lib)")
+    parser.add_argument("--tools", metavar="DIR", help="the seed tools' directory (pytest --palw-tools; default: "
+                                                       "the build's, or beside the libraries: DIR, then DIR/../bin)")
     parser.add_argument("--certificate", default="palw-certificate.json", help="where to write it")
     parser.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. 4 or auto)")
     parser.add_argument("--require-certified", action="store_true",
@@ -43,6 +46,8 @@ def run(args) -> int:
         argv.append(f"--palw-model={args.model}")
     if args.lib:
         argv.append(f"--palw-lib={args.lib}")
+    if args.tools:
+        argv.append(f"--palw-tools={args.tools}")
     if args.workers:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]

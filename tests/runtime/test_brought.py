@@ -6,6 +6,7 @@ refusals run the real `palw certify` in a child process."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -143,3 +144,22 @@ def test_the_upstream_build_is_refused(tmp_path, run_palw):
     code, _lines, output = _refusal(run_palw, lib_dir, tmp_path)
     assert code == 7
     assert f"{lib_dir}/libllama.so exports no llama_palw_* functions: it is not a PALW trace build" in output
+
+
+def test_without_the_seed_tools_no_certificate_is_certified(cpu_build, tmp_path, run_palw):
+    """The rule: the seed tool cases are required claims. A brought runtime without its observer runs
+    them, they fail naming where the tool was looked for, and the verdict names the absent tool."""
+    lib_dir = bring(cpu_build, tmp_path / "lib", tools=False)
+    certificate = tmp_path / "c.json"
+    result = run_palw("certify", "--lib", lib_dir, "--certificate", certificate, "--", "-k",
+                      "test_tool_gates and observer", timeout=900)
+    assert result.returncode == 1, result.stdout[-3000:]
+    document = json.loads(certificate.read_text())
+    verdict = document["verdict"]
+    assert not verdict["certified"]
+    assert any("the seed tool(s) llama-palw-observer of this runtime are absent" in reason
+               for reason in verdict["reasons"]), verdict["reasons"]
+    cases = [case for case in document["cases"] if "observer" in case["nodeid"]]
+    assert cases and all("failed" in case["phases"].values() for case in cases)
+    looked = f"no llama-palw-observer for this runtime (looked in {lib_dir}, {lib_dir.parent / 'bin'})"
+    assert all(looked in (case.get("reason") or "") for case in cases), cases[0]
