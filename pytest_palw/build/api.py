@@ -29,7 +29,7 @@ def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc
           source: Path | str | None = None, force: bool = False, jobs: int | None = None,
           build_root: Path | str | None = None, overlays: Path | str | None = None,
           install_binding: bool = True, patched: bool = True, cache_from: Path | str | None = None,
-          cache_to: Path | str | None = None) -> Manifest:
+          cache_to: Path | str | None = None, runtime_dir: Path | str | None = None) -> Manifest:
     """Build the runtime for these inputs, or return the cached build (``manifest.cache_hit``).
 
     ``cache_from``: a directory of `--cache-to` archives; the one of this key, if there, is restored
@@ -37,10 +37,14 @@ def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc
 
     ``patched=False`` builds upstream llama.cpp from the same sdist: a reference for A/B
     evidence (the plugin refuses it as a runtime under test).
+
+    ``runtime_dir``: a vendor's runtime-palw/cuda (the seed's PALW_CUDA_RUNTIME_DIR) instead of the
+    package's; its digest is in the key and the manifest's ``inputs.native``.
     """
     build_root = Path(build_root) if build_root else cache_dir("builds")
     plan = make_plan(variant=variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc, source=source,
-                     build_root=build_root, overlays=overlays, patched=patched)
+                     build_root=build_root, overlays=overlays, patched=patched,
+                     runtime_dir=Path(runtime_dir).expanduser().resolve() if runtime_dir else None)
     if plan.config.patched and not plan.config.trace:
         print(f"palw: warning: {plan.native.path} has no PALW header yet; building without the "
               "PALW trace (GGML_CUDA_PALW_TRACE=OFF)", file=sys.stderr)

@@ -61,13 +61,29 @@ def native_runtime(directory: Path | None = None) -> NativeRuntime:
 UNPATCHED_SUFFIX = "-unpatched"
 
 
+def check_runtime_dir(directory: Path) -> None:
+    """A --runtime-dir must be a runtime-palw/cuda: the ABI header at least (the CUDA variant checks its sources)."""
+    from pytest_palw.build.config import RUNTIME_HEADER
+
+    if not directory.is_dir():
+        raise BuildError(f"--runtime-dir {directory} is not a directory: name a runtime-palw/cuda directory "
+                         f"(the seed's PALW_CUDA_RUNTIME_DIR), e.g. a copy of {paths.NATIVE_RUNTIME_DIR}")
+    if not (directory / RUNTIME_HEADER).is_file():
+        raise BuildError(f"--runtime-dir {directory} has no {RUNTIME_HEADER}: name a runtime-palw/cuda directory "
+                         f"(the seed's PALW_CUDA_RUNTIME_DIR), e.g. a copy of {paths.NATIVE_RUNTIME_DIR}")
+
+
 def make_plan(*, variant: str, cuda_arch: str, pinned_cc: int | None, source, build_root: Path,
               overlays=None, download: bool = True, runtime_dir: Path | None = None,
               patched: bool = True) -> Plan | None:
     """Resolve the inputs (cheap checks first); None only when ``download=False`` and no sdist is cached.
 
     ``patched=False`` plans the upstream tree: empty patch set, no trace, no native runtime.
+    ``runtime_dir``: `palw build --runtime-dir`, a vendor's runtime-palw/cuda (default: the package's);
+    its tree digest enters the key as the package's does, so a copy of the package's gets the same key.
     """
+    if patched and runtime_dir is not None:
+        check_runtime_dir(Path(runtime_dir))
     if patched:
         native = native_runtime(runtime_dir)
         config = BuildConfig(variant, cuda_arch, pinned_cc, trace=trace_available(native.path))

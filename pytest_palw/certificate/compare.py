@@ -107,6 +107,7 @@ FACTS = (
     ("pin", "runtime.pin.cc"), ("pinned cc", "pinned_cc"), ("variant", "runtime.variant"),
     ("seed patch", "runtime.patches_applied.seed_patch"), ("overlays", "runtime.patches_applied.overlays"),
     ("library sha256", "kernel_digest.sha256"), ("build key", "runtime.manifest.key"),
+    ("origin", "runtime.origin"), ("producer", "runtime.producer.sha256"),
     ("C++ runtime ok", "runtime.cxx_runtime_ok"), ("device", "device.name"), ("device cc", "device.cc"),
     ("driver", "device.driver"), ("model sha256", "model.sha256"), ("token", "token"),
     ("suite sha256", "suite.sha256"), ("generator", "generator"), ("pytest", "pytest.version"),

@@ -50,6 +50,8 @@ def runtime_statement(manifest: dict) -> dict:
                                          for entry in inputs.get("overlays") or []]},
         "toolchain": manifest.get("tools"),
         "cxx_runtime_ok": (manifest.get("cxx_runtime") or {}).get("ok"),
+        # the runtime-palw/cuda compiled in (`palw build --runtime-dir`, else the package's): its tree digest
+        "producer": {key: (inputs.get("native") or {}).get(key) for key in ("path", "sha256")},
     }
 
 

@@ -43,6 +43,10 @@ def _register_build(subparsers) -> None:
     parser.add_argument("--overlays", type=Path, metavar="DIR",
                         help="overlay patch directory with a `series` file (default: "
                              "$PALW_OVERLAYS_DIR or patches/overlays)")
+    parser.add_argument("--runtime-dir", type=Path, metavar="DIR",
+                        help="a runtime-palw/cuda directory to compile in (the seed's PALW_CUDA_RUNTIME_DIR: "
+                             "a vendor's producer; default: the package's native/runtime-palw/cuda); its "
+                             "digest goes into the cache key, the manifest and the certificate")
     parser.add_argument("--force", action="store_true", help="rebuild even if a cached build matches")
     parser.add_argument("--jobs", type=_positive, metavar="N", help="parallel compile jobs (ninja -j)")
     parser.add_argument("--build-root", type=Path, metavar="DIR",
@@ -72,6 +76,8 @@ def _run_build(args) -> int:
     from pytest_palw.build import first_use
     from pytest_palw.build.api import build
 
+    if args.runtime_dir and args.unpatched:
+        raise SystemExit("palw build: an --unpatched build compiles no PALW runtime: drop --runtime-dir or --unpatched")
     if args.model and args.unpatched:
         raise SystemExit("palw build: --model prepares a certification, and an --unpatched build is never "
                          "certified: drop one of them")
@@ -87,7 +93,7 @@ def _run_build(args) -> int:
                          source=args.source, force=args.force, jobs=args.jobs,
                          build_root=args.build_root, overlays=args.overlays,
                          install_binding=not args.no_binding_install, patched=not args.unpatched,
-                         cache_from=args.cache_from, cache_to=args.cache_to)
+                         cache_from=args.cache_from, cache_to=args.cache_to, runtime_dir=args.runtime_dir)
     except BaseException:
         for job in jobs:
             job.process.kill()

@@ -168,3 +168,35 @@ def test_plan_key_follows_the_effective_compilers(inputs, tmp_path, monkeypatch)
     monkeypatch.delenv("CXXFLAGS")
     assert len({plain, wrapped, flagged}) == 3
     assert key() == plain
+
+
+def test_a_brought_runtime_dir_is_keyed_by_its_content(inputs, tmp_path):
+    """`palw build --runtime-dir DIR`: a copy of the package's native/runtime-palw/cuda gets the key the
+    default gets (so the default's key is the one it always was), one producer edit another key."""
+    import shutil
+
+    from pytest_palw import paths
+
+    _tree_dir, _native, _overlays, key = inputs
+    default = key(runtime_dir=None)
+    assert default == key(runtime_dir=paths.NATIVE_RUNTIME_DIR)
+    copy = tmp_path / "vendor" / "runtime-palw" / "cuda"
+    shutil.copytree(paths.NATIVE_RUNTIME_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert key(runtime_dir=copy) == default
+    producer = copy / "producer_accumulator.cu"
+    producer.write_text(producer.read_text() + "\n// a vendor's edit\n")
+    assert key(runtime_dir=copy) != default
+    plan = make_plan(variant="cpu", cuda_arch="89;90", pinned_cc=None, source=_tree_dir, build_root=tmp_path,
+                     overlays=_overlays, runtime_dir=copy)
+    assert plan.native.path == copy.resolve()
+    assert f"-DPALW_CUDA_RUNTIME_DIR={copy.resolve()}" in plan.config.cmake_flags(plan.native.path)
+
+
+def test_a_runtime_dir_without_the_header_is_refused(inputs, tmp_path):
+    from pytest_palw.errors import BuildError
+
+    _tree_dir, _native, _overlays, key = inputs
+    with pytest.raises(BuildError, match=r"--runtime-dir .* has no palw_cuda_llama_mmvq.h: name a runtime-palw/cuda"):
+        key(runtime_dir=tmp_path / "overlays")
+    with pytest.raises(BuildError, match=r"--runtime-dir .* is not a directory"):
+        key(runtime_dir=tmp_path / "missing")
