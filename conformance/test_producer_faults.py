@@ -52,10 +52,11 @@ pytestmark = pytest.mark.palw_gpu
 
 
 @pytest.fixture(scope="module")
-def bench(palw_runtime):
+def bench(palw_runtime, palw_session):
     made = Bench(palw_runtime)
     try:
         made.open()
+        palw_session.notes["producer_faults"] = made.producer  # the library whose producer the cases called
         yield made
     finally:
         made.close()

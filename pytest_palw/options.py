@@ -31,6 +31,12 @@ OPTIONS = (
     Option("--palw-tools", "PALW_TOOLS", None,
            "the directory of the seed tools (llama-palw-observer, llama-palw-mmvq-smoke); default: the build's, "
            "or beside the libraries (the same directory, then ../bin)"),
+    Option("--palw-runtime-headers", "PALW_RUNTIME_HEADERS", None,
+           "a brought runtime's runtime-palw/cuda headers (palw_cuda_llama_mmvq.h, palw_cuda_producer_trace.cuh): "
+           "the producer fault cases compile their toy kernel against its device hook"),
+    Option("--palw-hook-sha256", "PALW_HOOK_SHA256", None,
+           "for a brought runtime without --palw-runtime-headers: the sha256 of the palw_cuda_producer_trace.cuh it "
+           "was built with; the suite's copy stands in only when equal"),
     Option("--palw-token", "PALW_TOKEN", None,
            "token of the one-token decode; default: the smoke's choice (decoder start, else BOS)"),
     Option("--palw-kernel-digest", "PALW_KERNEL_DIGEST", None,

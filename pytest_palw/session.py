@@ -182,7 +182,8 @@ class PalwSession:
     def build(self) -> RuntimeBuild:
         location = self.handed.get(HANDED_MANIFEST) or self.option("palw_lib")  # a worker runs what was checked
         build, line = choose_build(location, None if location else visible_devices(), self.option("palw_build"),
-                                   self.option("palw_tools"))
+                                   self.option("palw_tools"), self.option("palw_runtime_headers"),
+                                   self.option("palw_hook_sha256"))
         self.runtime_line = line or self.runtime_line
         return build
 

@@ -24,6 +24,12 @@ def register(subparsers) -> None:
                                       "build or its libllama.so (pytest --palw-lib)")
     parser.add_argument("--tools", metavar="DIR", help="the seed tools' directory (pytest --palw-tools; default: "
                                                        "the build's, or beside the libraries: DIR, then DIR/../bin)")
+    parser.add_argument("--runtime-headers", metavar="DIR",
+                        help="a brought runtime's runtime-palw/cuda headers: the producer fault cases compile "
+                             "against its device hook (pytest --palw-runtime-headers)")
+    parser.add_argument("--hook-sha256", metavar="HEX",
+                        help="a brought runtime's palw_cuda_producer_trace.cuh digest: the suite's copy stands in "
+                             "only when equal (pytest --palw-hook-sha256)")
     parser.add_argument("--certificate", default="palw-certificate.json", help="where to write it")
     parser.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. 4 or auto)")
     parser.add_argument("--require-certified", action="store_true",
@@ -48,6 +54,10 @@ def run(args) -> int:
         argv.append(f"--palw-lib={args.lib}")
     if args.tools:
         argv.append(f"--palw-tools={args.tools}")
+    if args.runtime_headers:
+        argv.append(f"--palw-runtime-headers={args.runtime_headers}")
+    if args.hook_sha256:
+        argv.append(f"--palw-hook-sha256={args.hook_sha256}")
     if args.workers:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]

@@ -71,6 +71,34 @@ def find_tools(lib_dir: Path, tools_dir: Path | str | None = None) -> dict[str, 
     return found
 
 
+HOOK_HEADER = "palw_cuda_producer_trace.cuh"  # the device hook a capturing kernel compiles against
+
+
+def device_hook(headers_dir: Path | str | None, hook_sha256: str | None) -> dict:
+    """The device hook the producer fault cases' toy kernel compiles against for a brought runtime:
+    the vendor's (--palw-runtime-headers DIR), or the suite's copy only when --palw-hook-sha256
+    states its digest; otherwise none, and those cases fail saying so."""
+    from pytest_palw.cache import sha256_file
+    from pytest_palw.paths import NATIVE_RUNTIME_DIR
+
+    if headers_dir:
+        directory = Path(headers_dir).expanduser().resolve()
+        missing = [name for name in ("palw_cuda_llama_mmvq.h", HOOK_HEADER) if not (directory / name).is_file()]
+        if missing:
+            raise RuntimeLibraryError(f"--palw-runtime-headers {directory} lacks {', '.join(missing)}: name the "
+                                      "runtime-palw/cuda directory the libraries were built with")
+        return {"dir": str(directory), "sha256": sha256_file(directory / HOOK_HEADER), "from": "--palw-runtime-headers"}
+    ours = sha256_file(NATIVE_RUNTIME_DIR / HOOK_HEADER)
+    if hook_sha256 and hook_sha256.lower() == ours:
+        return {"dir": str(NATIVE_RUNTIME_DIR), "sha256": ours,
+                "from": "the suite's copy, its sha256 stated equal by --palw-hook-sha256"}
+    why = (f"--palw-hook-sha256 {hook_sha256[:80]} is not the suite's {HOOK_HEADER} ({ours})" if hook_sha256 else
+           "a brought runtime names no device hook header")
+    return {"dir": None, "sha256": None, "from": None,
+            "why": f"{why}: pass --palw-runtime-headers DIR (the runtime-palw/cuda the libraries were built with), "
+                   f"or --palw-hook-sha256 with the sha256 of their {HOOK_HEADER} when it is the suite's"}
+
+
 def tool_places(lib_dir: Path) -> list[Path]:
     return [Path(lib_dir), Path(lib_dir).parent / "bin"]
 

@@ -143,9 +143,10 @@ def c_function(ffi, library: ctypes.CDLL, name: str, signature: str):
     try:
         address = ctypes.cast(getattr(library, name), ctypes.c_void_p).value
     except AttributeError:
-        raise AssertionError(f"{library._name} exports no {name}: the runtime was not built with "
-                             "the PALW producer (native/SPEC.md section 1); rebuild with `palw build "
-                             "--variant cuda`") from None
+        raise AssertionError(f"{library._name} exports no {name}: the producer cases drive the producer of the "
+                             "library under test through its exported entry points (native/SPEC.md section 1), "
+                             "and this library hides it, so they cannot claim its behaviour; export the producer "
+                             "functions or rebuild with `palw build --variant cuda`") from None
     return ffi.cast(signature, address)
 
 
@@ -250,7 +251,13 @@ class ToyArguments:
 # -- the probe library: built once per (runtime hook, nvcc, arch) -----------------------------------
 
 def hook_dir(build) -> Path:
-    """Where the header and device hook the runtime was built with are (digests per manifest)."""
+    """Where the header and device hook the runtime was built with are (digests per manifest; for a
+    brought runtime, as --palw-runtime-headers or --palw-hook-sha256 named it: brought.device_hook)."""
+    if build.origin == "brought":
+        hook = build.observed.get("device_hook") or {}
+        if not hook.get("dir"):
+            raise AssertionError(hook.get("why") or "a brought runtime names no device hook header")
+        return Path(hook["dir"])
     recorded = build.manifest.get("inputs", {}).get("native", {}).get("files", {})
     for directory in (Path(build.runtime_dir), NATIVE_RUNTIME_DIR):
         files = [directory / HEADER, directory / HOOK]
@@ -342,6 +349,10 @@ class Bench:
         status = ffi.cast(CAPTURE_INFO_PROC[1], proc)(self.backend, self.capture_info)
         assert status_name(lib, status) == "OK", f"{CAPTURE_INFO_PROC[0]} returned {status_name(lib, status)}"
         self._load_probe(hook)
+        # which library's producer the cases called, and the hook the probe kernel compiled against
+        self.producer = {"library": os.path.realpath(self._ggml_cuda._name),
+                         "sha256": sha256_file(Path(os.path.realpath(self._ggml_cuda._name))),
+                         "device_hook": {"dir": str(hook), "sha256": sha256_file(hook / HOOK)}}
 
     def _load_probe(self, hook: Path) -> None:
         ffi = self.ffi

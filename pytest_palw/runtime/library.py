@@ -19,8 +19,8 @@ import numpy as np
 from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
 from pytest_palw.runtime.binding.llama import load_llama_cpp
 from pytest_palw.runtime.binding.runtime_abi import RuntimeLayout, load_runtime_abi
-from pytest_palw.runtime.brought import (ORIGIN_BROUGHT, ORIGIN_BUILD, TOOL_NAMES, check_abi, find_tools, lib_dir_of,
-                                         observe, suite_abi_dir, tool_places)
+from pytest_palw.runtime.brought import (ORIGIN_BROUGHT, ORIGIN_BUILD, TOOL_NAMES, check_abi, device_hook, find_tools,
+                                         lib_dir_of, observe, suite_abi_dir, tool_places)
 from pytest_palw.runtime.callbacks import eval_callback_address, install
 
 MANIFEST_NAME = "palw-manifest.json"
@@ -98,7 +98,8 @@ class RuntimeBuild:
                                       "manifest; rebuild with `palw build`") from None
 
     @classmethod
-    def brought(cls, location: Path, tools_dir: Path | str | None = None) -> "RuntimeBuild":
+    def brought(cls, location: Path, tools_dir: Path | str | None = None, headers_dir: Path | str | None = None,
+                hook_sha256: str | None = None) -> "RuntimeBuild":
         """A directory of PALW-patched libraries from any build (or its libllama.so), no manifest:
         refused in one line unless it exports the PALW trace with the suite's ABI (runtime/brought.py)."""
         from pytest_palw.paths import NATIVE_RUNTIME_DIR
@@ -110,21 +111,24 @@ class RuntimeBuild:
         headers, binding_copy = suite_abi_dir()
         observed["tools_looked_in"] = [str(Path(tools_dir).resolve())] if tools_dir else [
             str(place) for place in tool_places(lib_dir)]
+        observed["device_hook"] = device_hook(headers_dir, hook_sha256)
         return cls(lib_dir=lib_dir, source_dir=headers, runtime_dir=NATIVE_RUNTIME_DIR,
                    binding_python_path=binding_copy, variant=observed["variant"], pinned_cc=None,
                    origin=ORIGIN_BROUGHT, tools=find_tools(lib_dir, tools_dir), observed=observed)
 
     @classmethod
-    def locate(cls, location: Path, tools_dir: Path | str | None = None) -> "RuntimeBuild":
+    def locate(cls, location: Path, tools_dir: Path | str | None = None, headers_dir: Path | str | None = None,
+               hook_sha256: str | None = None) -> "RuntimeBuild":
         """A manifest file, a build dir, or a lib dir inside a build dir; else a brought directory of
-        libraries (or its libllama.so)."""
+        libraries (or its libllama.so). ``headers_dir`` and ``hook_sha256`` name a brought runtime's
+        device hook (runtime/brought.py: device_hook)."""
         location = Path(location).resolve()
         candidates = [location] if location.is_file() else [
             directory / MANIFEST_NAME for directory in (location, *location.parents)][:4]
         for candidate in candidates:
             if candidate.name == MANIFEST_NAME and candidate.is_file():
                 return cls.from_manifest(candidate, tools_dir)
-        return cls.brought(location, tools_dir)
+        return cls.brought(location, tools_dir, headers_dir, hook_sha256)
 
 
 def recorded_runtime_dir(native: dict) -> Path:

@@ -56,8 +56,8 @@ def resolve_model(spec: str) -> ResolvedModel:
     return ResolvedModel(spec, path, profile, remembered_sha256(path))
 
 
-def choose_build(location: str | None, devices, build_policy: str | None,
-                 tools_dir: str | None = None) -> tuple[RuntimeBuild, str | None]:
+def choose_build(location: str | None, devices, build_policy: str | None, tools_dir: str | None = None,
+                 headers_dir: str | None = None, hook_sha256: str | None = None) -> tuple[RuntimeBuild, str | None]:
     """The runtime build to run and, when this chose it, the line that says why.
 
     ``location``: --palw-lib (a build output or its manifest, or a brought directory of libraries).
@@ -65,7 +65,7 @@ def choose_build(location: str | None, devices, build_policy: str | None,
     this checkout that suits the first visible device, else the cached CPU build (built now unless
     ``build_policy`` is ``never``)."""
     if location:
-        return RuntimeBuild.locate(Path(location), tools_dir), None
+        return RuntimeBuild.locate(Path(location), tools_dir, headers_dir, hook_sha256), None
     from pytest_palw.build import api, choice
 
     line = None

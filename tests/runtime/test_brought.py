@@ -163,3 +163,49 @@ def test_without_the_seed_tools_no_certificate_is_certified(cpu_build, tmp_path,
     assert cases and all("failed" in case["phases"].values() for case in cases)
     looked = f"no llama-palw-observer for this runtime (looked in {lib_dir}, {lib_dir.parent / 'bin'})"
     assert all(looked in (case.get("reason") or "") for case in cases), cases[0]
+
+
+def test_the_device_hook_is_the_vendors_or_the_suites_only_when_stated_equal(cpu_build, tmp_path):
+    """The producer fault cases' toy kernel compiles against a brought runtime's own device hook: the
+    headers it names, or the suite's copy only when its sha256 is stated equal; otherwise the cases
+    fail with that reason (fault_probe.hook_dir, as the Bench calls it)."""
+    from pytest_palw import paths
+    from pytest_palw.cache import sha256_file
+    from pytest_palw.runtime.fault_probe import hook_dir
+
+    lib_dir = bring(cpu_build, tmp_path / "lib")
+    unnamed = RuntimeBuild.locate(lib_dir)
+    with pytest.raises(AssertionError, match="a brought runtime names no device hook header: pass "
+                                             "--palw-runtime-headers DIR"):
+        hook_dir(unnamed)
+    vendor = tmp_path / "vendor-headers"
+    shutil.copytree(paths.NATIVE_RUNTIME_DIR, vendor)
+    (vendor / "palw_cuda_producer_trace.cuh").write_text("// the vendor's hook\n")
+    named = RuntimeBuild.locate(lib_dir, headers_dir=vendor)
+    assert hook_dir(named) == vendor
+    assert named.observed["device_hook"] == {"dir": str(vendor), "from": "--palw-runtime-headers",
+                                             "sha256": sha256_file(vendor / "palw_cuda_producer_trace.cuh")}
+    ours = sha256_file(paths.NATIVE_RUNTIME_DIR / "palw_cuda_producer_trace.cuh")
+    assert hook_dir(RuntimeBuild.locate(lib_dir, hook_sha256=ours)) == paths.NATIVE_RUNTIME_DIR
+    with pytest.raises(AssertionError, match=f"--palw-hook-sha256 {'0' * 64} is not the suite's"):
+        hook_dir(RuntimeBuild.locate(lib_dir, hook_sha256="0" * 64))
+    (vendor / "palw_cuda_producer_trace.cuh").unlink()
+    with pytest.raises(RuntimeLibraryError, match="lacks palw_cuda_producer_trace.cuh"):
+        RuntimeBuild.locate(lib_dir, headers_dir=vendor)
+
+
+def test_a_library_that_hides_the_producer_fails_the_producer_cases_with_that_reason(cpu_build):
+    """The producer cases call the producer the library under test exports; a library without those
+    entry points (here the CPU build's libggml-base) makes them fail, never fall back to ours."""
+    import ctypes
+
+    import cffi
+
+    from pytest_palw.runtime.fault_probe import PRODUCER_FUNCTIONS, c_function
+
+    library = ctypes.CDLL(str(cpu_build.lib_dir / "libggml-base.so"))
+    with pytest.raises(AssertionError) as refused:
+        c_function(cffi.FFI(), library, PRODUCER_FUNCTIONS["prepare"], "int (*)(void)")
+    message = str(refused.value)
+    assert f"exports no {PRODUCER_FUNCTIONS['prepare']}" in message
+    assert "drive the producer of the library under test" in message and "hides it" in message
