@@ -261,6 +261,10 @@ class PalwSession:
             return (f"no CUDA backend with the PALW procs in {self.build.lib_dir} (variant "
                     f"{self.build.variant}): on an NVIDIA machine run `palw build --variant cuda` and "
                     "pass --palw-lib")
+        if tier == "pinned" and self.build.origin != ORIGIN_BUILD:
+            return ("the pinned cc of a brought runtime is not observed yet (only a `palw build` manifest states it; "
+                    "the pin probe does not read it): certify the pinned tier with `palw build --variant cuda "
+                    "[--runtime-dir DIR]`")
         if tier == "pinned":
             pinned = self.build.pinned_cc if self.build.pinned_cc is not None else PALW_DEFAULT_PIN
             device = self.device
