@@ -126,7 +126,7 @@ class RuntimeBuild:
         candidates = [location] if location.is_file() else [
             directory / MANIFEST_NAME for directory in (location, *location.parents)][:4]
         for candidate in candidates:
-            if candidate.name == MANIFEST_NAME and candidate.is_file():
+            if candidate.is_file() and (candidate.name == MANIFEST_NAME or candidate.suffix == ".json"):
                 return cls.from_manifest(candidate, tools_dir)
         return cls.brought(location, tools_dir, headers_dir, hook_sha256)
 
