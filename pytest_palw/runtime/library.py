@@ -123,10 +123,11 @@ class RuntimeBuild:
         libraries (or its libllama.so). ``headers_dir`` and ``hook_sha256`` name a brought runtime's
         device hook (runtime/brought.py: device_hook)."""
         location = Path(location).resolve()
-        candidates = [location] if location.is_file() else [
-            directory / MANIFEST_NAME for directory in (location, *location.parents)][:4]
-        for candidate in candidates:
-            if candidate.is_file() and (candidate.name == MANIFEST_NAME or candidate.suffix == ".json"):
+        if location.is_file() and location.suffix == ".json":
+            return cls.from_manifest(location, tools_dir)
+        start = location.parent if location.is_file() else location  # a libllama.so: its directory
+        for candidate in [directory / MANIFEST_NAME for directory in (start, *start.parents)][:4]:
+            if candidate.is_file():
                 return cls.from_manifest(candidate, tools_dir)
         return cls.brought(location, tools_dir, headers_dir, hook_sha256)
 

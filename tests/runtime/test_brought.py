@@ -59,6 +59,8 @@ def test_a_brought_directory_is_observed_not_described(cpu_build, tmp_path):
     assert Path(cpu_build.source_dir) not in build.source_dir.parents
     # The libllama.so path names the same runtime; the observer is found beside the libraries.
     assert RuntimeBuild.locate(lib_dir / "libllama.so").lib_dir == lib_dir
+    # A palw build's own libllama.so is that build (its manifest is above it), not a brought runtime.
+    assert RuntimeBuild.locate(cpu_build.lib_dir / "libllama.so").manifest_path == cpu_build.path
     assert build.tools == {"observer": str(lib_dir / "llama-palw-observer"), "smoke": None}
 
 
