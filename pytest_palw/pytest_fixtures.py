@@ -6,10 +6,11 @@ import pytest
 
 from pytest_palw.runtime.caller import TraceCaller, candidate_table
 from pytest_palw.runtime.run import run_trace
-from pytest_palw.session import or_exit
+from pytest_palw.session import handed, or_exit
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_session(request):
     from pytest_palw.plugin import palw_session as session_of
 
@@ -17,23 +18,27 @@ def palw_session(request):
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_runtime(palw_session):
     """The loaded runtime: llama-cpp-python over the patched libllama + the PALW ABI (cffi)."""
     return or_exit(lambda: palw_session.runtime)
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_model(palw_session, palw_runtime):
     """The model under certification, loaded once per process with the smoke's parameters."""
     return or_exit(lambda: palw_session.model)
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_token(palw_session, palw_model) -> int:
     return palw_session.token
 
 
 @pytest.fixture
+@handed
 def palw_context(palw_model):
     """Factory of contexts with the smoke's pinned policy, verified after creation; freed after the test.
 
@@ -57,12 +62,14 @@ def palw_context(palw_model):
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_discovery(palw_session, palw_model):
     """One-token discovery: the ordered candidates (class, layer, shapes, weight pointer, stage)."""
     return palw_session.discovery
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_caller(palw_session, palw_runtime, palw_discovery):
     """Factory of TraceCallers, the caller side of a trace (its approve / launch_accepted / fault
     callbacks); each call makes a fresh one. ``palw_caller(version=2, reject_index=None,
@@ -120,18 +127,21 @@ def kernel_info_facts(runtime, infos) -> dict:
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_trace(palw_session, palw_model, palw_caller):
     """A positive V2 (mixed, 361-launch) trace: records, encoded stream, fingerprint, diagnostics."""
     return _positive_run(palw_session, palw_model, palw_caller, 2)
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_trace_v1(palw_session, palw_model, palw_caller):
     """A positive V1 (MMVQ-only, 253-launch) trace."""
     return _positive_run(palw_session, palw_model, palw_caller, 1)
 
 
 @pytest.fixture(scope="session")
+@handed
 def palw_cpu_reference(palw_session, palw_model):
     """Discovery + the smoke's approve logic + host sketches -> V3 records, without a producer."""
     from pytest_palw.runtime.reference import cpu_reference_trace

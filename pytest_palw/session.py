@@ -11,6 +11,7 @@ the inventory, the reports, the certificate).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import sys
@@ -39,6 +40,13 @@ from pytest_palw.selection import in_suite
 from pytest_palw.tiers import TIER_MEANINGS, TIERS, tier_of
 
 _BODY = pytest.StashKey[str]()  # the suite function whose body ran to its end in this call
+# Every entry of the case's suite function body in this process (kept across reruns of its protocol):
+# None, or the name of the exception that left that entry.
+_ENTRIES = pytest.StashKey[list]()
+_SWAPPED = pytest.StashKey[set]()  # plugin fixtures whose value the body received was not the plugin's
+# The objects the plugin's own fixture functions returned in this process, by fixture name and id:
+# what a case must receive (identity). A generator fixture's value leaves at its teardown.
+HANDED: dict[str, dict[int, object]] = {}
 # workerinput keys: what the controller resolved, handed to each worker (controller.pytest_configure_node)
 HANDED_MANIFEST, HANDED_RUNTIME_LINE, HANDED_MODEL = "palw_manifest", "palw_runtime_line", "palw_model"
 
@@ -68,6 +76,7 @@ class PalwSession:
         self.timeline: dict[str, float] = {"process_start": process_start_time(), "configured": time.time()}
         self.handed: dict = dict(getattr(config, "workerinput", {}))  # what the controller resolved
         self.runtime_line: str | None = self.handed.get(HANDED_RUNTIME_LINE)
+        self.last_call: tuple | None = None  # (report, item) of the last call attested here
 
     def option(self, dest: str) -> str | None:
         return opts.resolve(self.config, dest)
@@ -79,6 +88,7 @@ class PalwSession:
         self.config.addinivalue_line("markers", f"{LAUNCH_MARK}(label, stream='v2'): the case is about the launch "
                                      "at its `index` parameter (the certificate's launch map)")
         self.gpu_slots  # noqa: B018 - a wrong count is a usage error now, not in the first case
+        self.config.pluginmanager.register(_Restamp(self), "palw-restamp")
         if self.worker_id is not None:
             self.device_assignment = assign_worker_device(self.worker_id, self.option("palw_device"))
             return
@@ -111,7 +121,9 @@ class PalwSession:
         as, from the parameter values it received (inventory.witness_id). A call that never
         reaches it (a plugin replacing runtest or pytest_pyfunc_call), another function in its
         place or other parameters leave no witness of this case: the verdict counts its body as
-        not run."""
+        not run. Every entry of the body and every exception that left it is counted, across
+        reruns of the case's protocol in this process (a retry by any plugin or conftest), and each
+        value of a plugin fixture it receives must be the object the plugin's fixture returned."""
         item.stash[_BODY] = None
         module = getattr(item, "module", None) if isinstance(item, pytest.Function) else None
         if module is None or not in_suite(item.path):
@@ -119,9 +131,19 @@ class PalwSession:
             return
         original = item.obj
         function = inspect.unwrap(original)
+        entries = item.stash.setdefault(_ENTRIES, [])
+        swapped = item.stash.setdefault(_SWAPPED, set())
 
         def body(*args, **kwargs):
-            result = function(*args, **kwargs)
+            entries.append(None)
+            entry = len(entries) - 1
+            swapped.update(name for name, value in kwargs.items()
+                           if name in HANDED and HANDED[name].get(id(value)) is not value)
+            try:
+                result = function(*args, **kwargs)
+            except BaseException as error:
+                entries[entry] = type(error).__name__
+                raise
             item.stash[_BODY] = witness_id(item.originalname, function, module, kwargs)
             return result
 
@@ -135,7 +157,8 @@ class PalwSession:
         """The call's report carries the witness; every report of a case about one launch carries
         that launch (plain values: they cross xdist's wire)."""
         if report.when == "call":
-            report.palw_body = item.stash.get(_BODY, None)
+            stamp(item, report)
+            self.last_call = (report, item)
         launch = self.launch_of(item)
         if launch is not None:
             report.palw_launch = launch
@@ -330,24 +353,103 @@ def process_start_time() -> float | None:
         return None
 
 
-# Where the fixtures a suite case may use are defined: pytest, syrupy (snapshot), xdist.
-TRUSTED_FIXTURE_MODULES = ("_pytest", "syrupy", "xdist")
+def stamp(item, report) -> None:
+    """The witness on a call's report (plain values: they cross xdist's wire)."""
+    entries = item.stash.get(_ENTRIES, [])
+    report.palw_body = item.stash.get(_BODY, None)
+    report.palw_entries = len(entries)
+    report.palw_raised = [raised for raised in entries if raised is not None]
+    report.palw_swapped = sorted(item.stash.get(_SWAPPED, ()))
+
+
+class _Restamp:
+    """A call report logged after more entries of its body (pytest-retry reruns the call inside
+    pytest_runtest_makereport and logs the first report at the end) carries the witness as it is
+    when logged, before xdist sends it or the controller reads it."""
+
+    def __init__(self, session):
+        self.session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report):
+        last = self.session.last_call
+        if last is not None and last[0] is report:
+            stamp(last[1], report)
+
+
+def handed(function):
+    """A fixture function of the plugin (pytest_fixtures.py) whose every returned or yielded object
+    is remembered in HANDED: the witness checks a case received that very object."""
+    values = HANDED.setdefault(function.__name__, {})
+    if inspect.isgeneratorfunction(function):
+        @functools.wraps(function)
+        def generator(*args, **kwargs):
+            steps = function(*args, **kwargs)
+            value = next(steps)
+            values[id(value)] = value
+            try:
+                yield value
+            finally:
+                values.pop(id(value), None)
+            yield from steps  # the fixture's own teardown
+
+        return generator
+
+    @functools.wraps(function)
+    def returning(*args, **kwargs):
+        value = function(*args, **kwargs)
+        values[id(value)] = value
+        return value
+
+    return returning
+
+
+def trusted_fixture_roots() -> tuple[Path, ...]:
+    """Where the fixtures a suite case may use are defined: pytest, syrupy (snapshot), xdist, the
+    plugin and the suite (each a directory of files)."""
+    import _pytest
+    import syrupy
+    import xdist
+
+    return (*(Path(module.__file__).resolve().parent for module in (_pytest, syrupy, xdist)),
+            paths.PACKAGE_DIR.resolve(), paths.CONFORMANCE_DIR.resolve())
+
+
+def requested_fixtures(item, info) -> set[str]:
+    """The fixtures a case requests (its arguments, its usefixtures marks) and those they request in
+    turn; an autouse fixture nothing requests runs around the case but hands it nothing."""
+    names = list(info.argnames) + [name for mark in item.iter_markers("usefixtures") for name in mark.args]
+    seen: set[str] = set()
+    while names:
+        name = names.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        definitions = info.name2fixturedefs.get(name)
+        if definitions:
+            names.extend(definitions[-1].argnames)
+    return seen
 
 
 def foreign_fixtures(item) -> set[str]:
-    """The fixtures ``item`` gets from neither the plugin, the suite nor pytest and its suite
-    plugins: what a conftest or another plugin put in their place."""
+    """The fixtures ``item`` requests that come from neither the plugin, the suite nor pytest and its
+    suite plugins: what a conftest or another plugin put in their place. The origin is the file the
+    fixture's function was compiled from (its __module__ is only a name anyone can set)."""
     info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return set()
+    roots = trusted_fixture_roots()
     found = set()
-    for name, definitions in (info.name2fixturedefs.items() if info is not None else ()):
-        function = getattr(definitions[-1], "func", None) if definitions else None  # the one the case gets
-        module = getattr(function, "__module__", "") or ""
-        code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
+    for name in requested_fixtures(item, info):
+        definitions = info.name2fixturedefs.get(name)
+        if not definitions:
+            continue  # request, or a parameter pytest names itself
+        function = getattr(definitions[-1], "func", None)  # the one the case gets
+        code = getattr(function, "__code__", None)
         source = Path(code.co_filename).resolve() if code is not None else None
-        if module.split(".")[0] in TRUSTED_FIXTURE_MODULES or (source is not None and any(
-                root == source or root in source.parents for root in (paths.PACKAGE_DIR, paths.CONFORMANCE_DIR))):
+        if source is not None and any(root in source.parents for root in roots):
             continue
-        found.add(f"{name} ({source or module})")
+        found.add(f"{name} ({source or repr(function)})")
     return found
 
 

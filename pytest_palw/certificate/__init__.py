@@ -40,6 +40,9 @@ class CaseResult:
     categories: list[str] = field(default_factory=list)
     phases: dict[str, str] = field(default_factory=dict)  # setup / call / teardown -> the report's outcome
     body: str | None = None  # the case the call's function body ran to its end as (the plugin's witness)
+    entries: int | None = None  # how often that body was entered for this case, retries included (witness)
+    raised: list[str] = field(default_factory=list)  # the exceptions that left those entries, in order
+    swapped: list[str] = field(default_factory=list)  # plugin fixtures whose value was not the plugin's
     crashed: bool = False  # its worker died while running it (xdist's crash report)
     unknown: list[str] = field(default_factory=list)  # categories pytest does not name
     launch: dict | None = None  # {index (V2 order), label, stream} of a case about one launch (session.launch_of)
@@ -65,6 +68,9 @@ class CaseResult:
                 self.phases[when] = report.outcome
             if when == "call":
                 self.body = getattr(report, "palw_body", None)
+                self.entries = getattr(report, "palw_entries", None)
+                self.raised = list(getattr(report, "palw_raised", None) or [])
+                self.swapped = list(getattr(report, "palw_swapped", None) or [])
         if category not in KNOWN_CATEGORIES:
             self.unknown.append(category)
         if category not in OUTCOMES:

@@ -45,10 +45,14 @@ def state_of(case, case_id: str) -> str:
         return "failed"
     if categories & {"xfailed", "xpassed"}:
         return "xfail"
-    if case.unknown:
-        return "unknown"
     if "skipped" in case.phases.values():
         return "skipped"
+    if case.swapped:
+        return "swapped"
+    if (case.entries or 0) > 1 or case.raised:  # entries None: a certificate older than the count
+        return "retried"
+    if case.unknown:
+        return "unknown"
     if case.phases.get("setup") != "passed" or "call" not in case.phases:
         return "body not run"
     if case.phases["call"] != "passed" or case.body != case_id:  # the witness names the case that ran
@@ -109,6 +113,19 @@ def judge(inventory, cases: dict, run: RunFacts) -> dict:
         skipped[(inventory.tiers[case_id], case.reason or "no reason given")] += 1
     for (tier, reason), count in sorted(skipped.items()):
         reasons.append(f"{count} {tier.upper()}-tier case(s) not run: {reason}")
+    if states.get("retried"):
+        ids = states["retried"]
+        shown = [f"{case_id} (entered {_times(cases[case_id].entries)}, raised "
+                 f"{', '.join(cases[case_id].raised) or 'nothing'})" for case_id in ids]
+        reasons.append(f"{len(ids)} case(s) whose body was entered more than once or raised in its call (first: "
+                       f"{_first(shown)}): a retry (flaky, pytest-rerunfailures, pytest-retry, a conftest loop) or "
+                       "a swallowed exception; a case that failed once is not certified")
+    if states.get("swapped"):
+        ids = states["swapped"]
+        names = sorted({name for case_id in ids for name in cases[case_id].swapped})
+        reasons.append(f"{len(ids)} case(s) received a fixture value the plugin's fixture did not return "
+                       f"({', '.join(names)}) (first: {_first(ids)}): a conftest or plugin swapped it "
+                       "(pytest_fixture_setup, item.funcargs); remove it to certify")
     if states.get("body not run"):
         ids = states["body not run"]
         reasons.append(f"{len(ids)} case(s) whose body never ran to its end (first: {_first(ids)}): setup only "
@@ -129,6 +146,10 @@ def judge(inventory, cases: dict, run: RunFacts) -> dict:
         reasons.append(f"pytest exited with status {int(run.exitstatus)} ({_exit_name(run.exitstatus)}), not 0")
     return {"certified": not reasons, "reasons": reasons, "expected": total, "passed": passed,
             "exempt": len(inventory.exempt) if inventory is not None else 0}
+
+
+def _times(count: int | None) -> str:
+    return f"{count} time" if count == 1 else f"{count} times"
 
 
 def _exit_name(status) -> str:

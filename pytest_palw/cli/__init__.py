@@ -12,7 +12,7 @@ from pytest_palw.errors import PalwError
 # Each has register(subparsers); a module not written yet is skipped, a broken one is not.
 COMMAND_MODULES = ("pytest_palw.cli.build", "pytest_palw.cli.models",
                    "pytest_palw.cli.certify", "pytest_palw.cli.mutants", "pytest_palw.cli.report",
-                   "pytest_palw.cli.diff")
+                   "pytest_palw.cli.diff", "pytest_palw.cli.verify")
 
 
 def _command_modules():

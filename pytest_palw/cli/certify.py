@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import types
 from pathlib import Path
 
 from pytest_palw.certificate import discard, page_path
+from pytest_palw.errors import PalwError
 from pytest_palw.paths import CONFORMANCE_DIR, PACKAGE_DIR
 
 # The plugins a certification runs with, and no others: a plugin the host happens to have (a
-# reordering or reseeding one, a coverage tracer) would change what is certified, and each one is
-# imported again in every xdist worker. `palw certify -- -p NAME` adds one on purpose.
+# reordering or reseeding one, a retrying one, a coverage tracer) would change what is certified,
+# and each one is imported again in every xdist worker. A plugin loaded anyway (`palw certify -- -p
+# NAME`) is a verdict reason, named with its file's sha256 (foreign_plugins).
 SUITE_PLUGINS = ("pytest_palw.plugin", "xdist.plugin", "syrupy")
+# pytest's environment variables that add options or plugins to every pytest of the run (workers too)
+REFUSED_ENVIRONMENT = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 
 def register(subparsers) -> None:
@@ -39,13 +46,21 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    argv = [str(CONFORMANCE_DIR), f"--palw-certificate={args.certificate}", "-q"]
+    certificate = Path(args.certificate)
+    discard(certificate.resolve())  # before pytest: its plugin may never start (a -p that fails to import)
+    for variable in REFUSED_ENVIRONMENT:
+        if os.environ.get(variable, "").strip():
+            raise PalwError(f"{variable} is set ({os.environ[variable]!r}): `palw certify` runs the suite alone, "
+                            "without options or plugins from the environment; unset it (pytest arguments go "
+                            "after `--`)")
+    # The suite alone: no ini file (the suite's conftest sets what it needs), the rootdir the suite's
+    # parent (case ids conformance/test_*.py::... from any directory), no conftest above the suite.
+    argv = [str(CONFORMANCE_DIR), f"--palw-certificate={args.certificate}", "-q", "-c", os.devnull,
+            f"--rootdir={CONFORMANCE_DIR.parent}", f"--confcutdir={CONFORMANCE_DIR}"]
     for plugin in SUITE_PLUGINS:
         argv += ["-p", plugin]
     if CONFORMANCE_DIR.parent == PACKAGE_DIR:
-        # The installed suite (site-packages/pytest_palw/conformance): case ids as a checkout's
-        # (conformance/test_*.py::...) from any directory; pytest's cache here, not in site-packages.
-        argv.append(f"--rootdir={PACKAGE_DIR}")
+        # The installed suite (site-packages/pytest_palw/conformance): pytest's cache here, not in site-packages.
         if not any("no:cacheprovider" in arg for arg in args.pytest_args):
             argv += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
     if args.model:
@@ -61,8 +76,6 @@ def run(args) -> int:
     if args.workers:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]
-    certificate = Path(args.certificate)
-    discard(certificate.resolve())  # before pytest: its plugin may never start (a -p that fails to import)
     received = _Controller()
     try:
         code = int(run_without_autoload(argv + list(args.pytest_args), plugins=[received]))
@@ -80,12 +93,35 @@ def run(args) -> int:
         print(f"palw: no certificate written to {certificate}: the session ended before its verdict (see "
               "above), so nothing is certified")
         return code or 1
+    problems = written_problems(certificate, document)
+    if problems:
+        discard(certificate)
+        print(f"palw: the certificate written to {certificate} does not check ({problems[0]}): it is removed, "
+              "nothing is certified")
+        return code or 1
     verdict = document["verdict"]
     print(f"palw: certificate {certificate}: {'CERTIFIED' if verdict['certified'] else 'not certified'} "
           f"({verdict['passed']} of {verdict['expected']} expected cases passed; report: {page_path(certificate)})")
     if args.require_certified and not verdict["certified"]:
         return code or 1
     return code
+
+
+def written_problems(certificate: Path, document: dict) -> list[str]:
+    """The guard outside pytest (it runs even when a plugin kept the plugin's hooks from running):
+    the file must be the run's document, agree with itself and be of this installed suite
+    (certificate/consistency.py, as `palw verify`)."""
+    import json
+
+    from pytest_palw.certificate import load
+    from pytest_palw.certificate.consistency import inconsistencies
+    from pytest_palw.certificate.inventory import suite_digest
+
+    written = load(certificate)
+    problems = inconsistencies(written, suite_digest())
+    if written != json.loads(json.dumps(document)):
+        problems.append("the file is not the document the run judged: something rewrote it after the run")
+    return problems
 
 
 class _Controller:
@@ -96,6 +132,14 @@ class _Controller:
     def pytest_configure(self, config):
         self.config = config
 
+    def pytest_sessionfinish(self, session):
+        """Before the controller judges (its sessionfinish is trylast): a plugin outside the suite's."""
+        foreign = foreign_plugins(self.config.pluginmanager)
+        if foreign and self.controller is not None:
+            self.controller.certificate.run.other.append(
+                f"{len(foreign)} plugin(s) other than pytest's, xdist's, syrupy's and the suite's ran: "
+                f"{'; '.join(foreign)}: `palw certify` runs the suite alone; remove them (-p) to certify")
+
     @property
     def controller(self):
         return self.config.pluginmanager.get_plugin("palw-controller") if self.config is not None else None
@@ -103,6 +147,32 @@ class _Controller:
     @property
     def document(self) -> dict | None:
         return self.controller.certificate.document if self.controller is not None else None
+
+
+def foreign_plugins(pluginmanager) -> list[str]:
+    """Each registered plugin whose code (a module's file, an object's class's file) lies outside
+    pytest, xdist, syrupy, the plugin and the suite: "module (file, sha256 ...)"."""
+    import _pytest
+    import syrupy
+    import xdist
+
+    from pytest_palw.cache import sha256_file
+
+    roots = [Path(module.__file__).resolve().parent for module in (_pytest, xdist, syrupy)]
+    roots += [PACKAGE_DIR.resolve(), CONFORMANCE_DIR.resolve()]
+    found = {}
+    for _, plugin in pluginmanager.list_name_plugin():
+        if plugin is None:  # blocked (-p no:NAME)
+            continue
+        module = plugin if isinstance(plugin, types.ModuleType) else sys.modules.get(
+            type(plugin).__module__)
+        name = getattr(module, "__name__", None) or type(plugin).__module__
+        source = getattr(module, "__file__", None)
+        if source is not None and any(root in Path(source).resolve().parents for root in roots):
+            continue
+        digest = sha256_file(Path(source)) if source and Path(source).is_file() else "unknown"
+        found[name] = f"{name} ({source}, sha256 {digest})"
+    return [found[name] for name in sorted(found)]
 
 
 def run_without_autoload(argv: list[str], plugins=()) -> int:

@@ -43,7 +43,13 @@ import pytest
 pytestmark = pytest.mark.palw_cpu
 
 
+_FAILED_ONCE = set()
+
+
 def _hooks(case):
+    if case in os.environ.get("TOY_FAIL_ONCE", "").split(",") and case not in _FAILED_ONCE:
+        _FAILED_ONCE.add(case)  # fails its first attempt in this process, passes any later one
+        raise AssertionError(f"{case} fails its first attempt on purpose")
     if case in os.environ.get("TOY_FAIL", "").split(","):
         raise AssertionError(f"{case} fails on purpose")
     if os.environ.get("TOY_KILL") == case and os.environ.get("PYTEST_XDIST_WORKER"):
@@ -256,7 +262,7 @@ def toy(pytester, monkeypatch):
     for name, source in PLUGINS.items():
         (pytester.path / f"{name}.py").write_text(source)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
-    for name in ("TOY_FAIL", "TOY_KILL", "TOY_EXIT", "PYTEST_ADDOPTS"):
+    for name in ("TOY_FAIL", "TOY_FAIL_ONCE", "TOY_KILL", "TOY_EXIT", "PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
         monkeypatch.delenv(name, raising=False)
 
     def run(*args, cache=False):
