@@ -6,7 +6,9 @@
 Runs `palw certify` (``PY -m pytest_palw.cli certify``, in ``CHECKOUT``; default: this checkout and
 this interpreter) ``--runs`` times, one after the other, after one warm-up run that is not counted
 (it builds or restores what a first run needs). Per run: the wall time, the exit status, the peak
-RSS of the whole process tree, in two measures:
+CPU seconds of the whole process tree (user + system of the process and of every child it waited for:
+what the run costs the machine, whatever else runs beside it), the peak RSS of the whole process tree,
+in two measures:
 
 - ``max_rss_mib``: the largest RSS any one process of the tree reached (the kernel's own high-water
   mark, ``wait4``'s ``ru_maxrss``: pytest's process and, through it, every child it waited for);
@@ -101,7 +103,7 @@ def run_once(python: str, root: Path, certificate: Path, extra: list[str], log: 
         sampler.done.set()
         sampler.join()
     process.returncode = os.waitstatus_to_exitcode(status)
-    row = {"wall_s": round(wall, 2), "rc": process.returncode,
+    row = {"wall_s": round(wall, 2), "rc": process.returncode, "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
            # Linux reports ru_maxrss in KiB: the largest of the process and the children it waited for.
            "max_rss_mib": round(usage.ru_maxrss / 1024, 1),
            "tree_rss_mib": round(sampler.peak / 2**20, 1), "tree_processes_at_peak": sampler.peak_processes}
@@ -147,7 +149,8 @@ def main(argv=None) -> int:
     for index in range(args.warmup + args.runs):
         counted = index >= args.warmup
         row = run_once(args.python, Path(args.root), out / f"certificate-{index}.json", extra, out / f"certify-{index}.log")
-        print(f"  {'run' if counted else 'warm-up'} {index}: {row['wall_s']:6.2f} s rc {row['rc']}, max RSS "
+        print(f"  {'run' if counted else 'warm-up'} {index}: {row['wall_s']:6.2f} s rc {row['rc']}, "
+              f"{row['cpu_s']:6.2f} CPU-s, max RSS "
               f"{row['max_rss_mib']:.0f} MiB, tree RSS {row['tree_rss_mib']:.0f} MiB "
               f"({row['tree_processes_at_peak']} processes), {row.get('verdict')} {row.get('passed')}/"
               f"{row.get('expected')}, {row.get('case_s')} case-s", flush=True)
@@ -156,10 +159,12 @@ def main(argv=None) -> int:
     runs = report["runs"]
     report["uptime_after"] = uptime()
     report["wall_s"] = spread([r["wall_s"] for r in runs])
+    report["cpu_s"] = spread([r["cpu_s"] for r in runs])
     report["max_rss_mib"] = spread([r["max_rss_mib"] for r in runs])
     report["tree_rss_mib"] = spread([r["tree_rss_mib"] for r in runs])
     last = runs[-1]
     print(f"wall s: median {report['wall_s']['median']} (min {report['wall_s']['min']}, max {report['wall_s']['max']}); "
+          f"CPU s: median {report['cpu_s']['median']}; "
           f"max RSS MiB: median {report['max_rss_mib']['median']} (max {report['max_rss_mib']['max']}); tree RSS "
           f"MiB: median {report['tree_rss_mib']['median']} (max {report['tree_rss_mib']['max']})")
     print(f"case-seconds per module (last run, {last.get('case_s')} in all):")
