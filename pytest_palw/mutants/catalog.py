@@ -143,6 +143,11 @@ MUTANTS = (
     Mutant("cpu", "observer-gate-ignores-kv-heads",
            "llama-palw-observer accepts a model with another number of key-value heads",
            "source", OBSERVER, OBSERVER_GATE_KV_HEADS + OBSERVER_GATE_NEXT, OBSERVER_GATE_NEXT),
+    Mutant("cpu", "observer-event-count-off-by-one",
+           "llama-palw-observer's result line counts one event more than it wrote (caught on CPU since its "
+           "observer cases run on the observer's gate control)",
+           "source", OBSERVER, "append_integer(line, observer.event_count());",
+           "append_integer(line, observer.event_count() + 1);"),
     Mutant("cpu", "v2-refusal-without-fault", "a refused V2 attach calls no fault callback",
            "source", "src/llama-context.cpp", refusal("trace_request_v2"),
            refusal("trace_request_v2", guard="false && ")),

@@ -98,9 +98,9 @@ def test_certificate_is_honest_about_the_gpu_tier(cpu_certificate):
     verdict = document["verdict"]
     assert verdict["certified"] is False
     assert any("PINNED-tier case(s) not run: " in reason for reason in verdict["reasons"])
-    # CPU-tier cases that cannot run on the synthetic tiny model say why, not "CPU tier not run"
+    # Every CPU-tier case runs on the synthetic tiny model (the observer's on its own gate control)
     cpu = [reason for reason in verdict["reasons"] if "CPU-tier" in reason]
-    assert cpu and all("full Qwen3-8B shapes" in reason for reason in cpu), cpu
+    assert cpu == [], cpu
     assert document["summary"]["failed"] == 0, result.stdout[-3000:]
     assert document["device"]["kind"] == "cpu"
     assert "not certified" in result.stdout
