@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
@@ -74,14 +75,22 @@ def remembered(path: Path, kind: str, compute: Callable[[Path], object]):
         return known
     stamp = _stamp(path)
     value = compute(path)
-    entry = _remembered_entry(path, kind)
-    try:  # atomically: a concurrent reader sees the old entry or the new one
-        temporary = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({**stamp, kind: value}))
-        os.replace(temporary, entry)
-    except OSError:
-        pass  # a read-only cache still answers, just without remembering
+    remember(path, kind, value, stamp)
     return value
+
+
+def remember(path: Path, kind: str, value, stamp: dict) -> None:
+    """Remember ``value`` for the file as ``stamp`` (``_stamp`` before ``value`` was computed) saw it,
+    unless the file changed meanwhile. Written whole: a concurrent reader sees the old entry or the new."""
+    from pytest_palw.errors import PalwError
+    from pytest_palw.files import write_whole
+
+    try:
+        if _stamp(path) != stamp:
+            return
+        write_whole(_remembered_entry(path, kind), json.dumps({**stamp, kind: value}))
+    except (OSError, PalwError):
+        pass  # a read-only cache still answers, just without remembering
 
 
 def recorded_sha256(path: Path) -> str | None:
@@ -93,6 +102,37 @@ def recorded_sha256(path: Path) -> str | None:
 def remembered_sha256(path: Path) -> str:
     """sha256 of a file, hashed once while its size and mtime stay (see ``remembered``)."""
     return str(remembered(path, "sha256", _sha256_with_progress))
+
+
+class FileDigest:
+    """sha256 of a file's bytes, read in this run by a thread beside other work (the controller
+    hashes a 5 GB model while pytest collects: hashlib releases the GIL), never taken from a memo;
+    remembered after, so a second check of the same file in this run is cheap."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path).resolve()
+        self._value: str | None = None
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name=f"sha256 {self.path.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            stamp = _stamp(self.path)
+            self._value = sha256_file(self.path)
+            remember(self.path, "sha256", self._value, stamp)
+        except OSError as error:
+            self._error = error
+
+    def result(self) -> str:
+        """The digest (waits for the thread); PalwError in one line when the file could not be read."""
+        self._thread.join()
+        if self._value is None:
+            from pytest_palw.errors import PalwError
+
+            raise PalwError(f"cannot read {self.path} to hash it ({self._error}): keep the file in place and "
+                            "readable while the run lasts")
+        return self._value
 
 
 def _sha256_with_progress(path: Path) -> str:
@@ -159,8 +199,14 @@ def key_of(*parts: object) -> str:
 @contextmanager
 def exclusive(path: Path, *, what: str):
     """Hold ``path``'s lock for the block; says on stderr when it waits for another process."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")
+    except OSError as error:
+        from pytest_palw.errors import CacheError
+
+        raise CacheError(f"cannot create the lock {path} ({error.strerror or error})") from None
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -21,8 +21,9 @@ from pytest_palw import paths
 from pytest_palw.certificate import Certificate, discard
 from pytest_palw.certificate import inventory as inventories
 from pytest_palw.certificate.facts import absent_tool_reasons, pytest_statement
+from pytest_palw.errors import PalwError
 from pytest_palw.runtime.kernel_digest import parse_kernel_digest
-from pytest_palw.runtime.library import require_palw_library
+from pytest_palw.runtime.library import require_palw_library, require_undamaged
 from pytest_palw.runtime.load_probe import LoadProbe
 from pytest_palw.selection import argument_path, golden_recording_reasons, partial_run_reasons, run_mode_reasons
 from pytest_palw.session import HANDED_MANIFEST, HANDED_MODEL, HANDED_RUNTIME_LINE, or_exit
@@ -37,6 +38,7 @@ class Controller:
         self.expected = False  # the suite was asked for: a verdict is owed
         self.stop_message: str | None = None  # pytest.exit's or Ctrl-C's, as pytest reported it
         self.load_probe: LoadProbe | None = None
+        self.preflight_failed = False
         chosen = session.option("palw_certificate")
         self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
         # Again (plugin.pytest_load_initial_conftests did it for the command line, the environment
@@ -61,7 +63,9 @@ class Controller:
     def pytest_sessionstart(self, session) -> None:
         self.palw.mark("session_start")
         if self.requested() and not session.config.option.collectonly:
+            self.preflight_failed = True  # until it returns: its pytest.exit is said once (pytest_keyboard_interrupt)
             or_exit(self.preflight)
+            self.preflight_failed = False
 
     def preflight(self) -> None:
         """Fail fast, in one line, on a wrong option, a wrong model or an unpatched library; start
@@ -76,6 +80,7 @@ class Controller:
         if palw.runtime_line:
             self.say(palw.runtime_line)
         require_palw_library(build.lib_dir)
+        require_undamaged(build)
         self.load_probe = LoadProbe(build.location, palw.resolved_model.path)
         palw.mark("probe_started")
 
@@ -165,9 +170,14 @@ class Controller:
         elif facts:
             self.certificate.merge_facts(facts, worker)
 
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter kept it
     def pytest_keyboard_interrupt(self, excinfo) -> None:
-        """Ctrl-C, or pytest.exit (a session-stopping error's one line) while the cases ran."""
+        """Ctrl-C, or pytest.exit (a session-stopping error's one line) while the cases ran. A
+        preflight's line is printed once, by pytest (``Exit: palw: ...``), not again by the terminal."""
         self.stop_message = f"{excinfo.typename}: {excinfo.value}"[:300]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self.preflight_failed and hasattr(reporter, "_keyboardinterrupt_memo"):
+            reporter._keyboardinterrupt_memo = None
 
     @pytest.hookimpl(trylast=True)  # after every plugin that sets the exit status (syrupy, xdist)
     def pytest_sessionfinish(self, session) -> None:
@@ -175,6 +185,7 @@ class Controller:
             return
         certificate, config = self.certificate, self.config
         certificate.merge_facts(self.palw.facts(), "controller")
+        self.state_model_digest()
         run = certificate.run
         run.exitstatus = session.exitstatus
         run.interrupted = self.stop_message or stop_reason(session)
@@ -193,17 +204,39 @@ class Controller:
                              f"({', '.join(foreign[:3])}): a conftest or plugin replaced them; remove it to certify")
         certificate.finish(time.time())
 
+    def state_model_digest(self) -> None:
+        """The model's sha256 as this process read it in this run (computed beside collection, at
+        resolve time) is the certificate's; a cached synthetic model whose bytes are not what its
+        generator wrote is removed (the next run makes it again), said in one line."""
+        model = self.certificate.facts.get("model")
+        if "resolved_model" not in self.palw.__dict__ or not isinstance(model, dict):
+            return
+        resolved = self.palw.resolved_model
+        try:
+            model["sha256"] = resolved.sha256
+        except PalwError as error:
+            self.certificate.run.other.append(str(error))
+            return
+        if resolved.spec.startswith("profile:"):
+            from pytest_palw.fixtures.models.model_cache import as_written, forget
+
+            written = as_written(resolved.path)
+            if written is not None and written["sha256"] != resolved.sha256:
+                forget(resolved.path)
+                self.say(f"the cached model {resolved.path.name} is damaged (sha256 {resolved.sha256[:16]}..., "
+                         f"written as {written['sha256'][:16]}...): removed; the next run generates it again")
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.certificate.document is not None:
             from pytest_palw.certificate.terminal import terminal_summary
 
             terminal_summary(terminalreporter, self.certificate.document, self.path)
 
-    def close(self, status, error=None) -> None:
+    def close(self, status, error=None) -> int | None:
         """pytest is done (plugin.pytest_cmdline_main): after every hook, unconfigure and cleanup, a
         plugin may have changed the exit status, or pytest raised. The verdict is judged again with
         what pytest returns, and only now is the certificate written: a process that dies before
-        this leaves none."""
+        this leaves none. Returns the exit status to end with instead when it cannot be written."""
         if self.certificate.document is None:
             return
         if error is not None:
@@ -213,7 +246,11 @@ class Controller:
             code, why = int(status), None
         changed = self.certificate.rejudge(code, why)
         if self.path:
-            self.certificate.write(self.path)
+            try:
+                self.certificate.write(self.path)
+            except PalwError as error:  # neither file is left: nothing half-written is announced
+                print(f"palw: error: {error}")
+                return error.exit_code
         if changed:
             verdict = self.certificate.document["verdict"]
             print(f"palw: judged again with pytest's final exit status {code}: "

@@ -41,3 +41,13 @@ class ModelProfileError(PalwError):
     """The model is not the Qwen3-8B Q4_K_M topology the trace is pinned to."""
 
     exit_code = 8
+
+
+class CacheError(PalwError):
+    """The pytest-palw cache is not a writable directory (read-only, full, a file in its place)."""
+
+    exit_code = 2
+
+    def __init__(self, cause: str):
+        super().__init__(f"{cause}: the pytest-palw cache must be a writable directory; point PALW_CACHE_DIR "
+                         "at one (e.g. export PALW_CACHE_DIR=$HOME/.cache/pytest-palw) or make it writable")

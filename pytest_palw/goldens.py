@@ -20,6 +20,7 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
 from pytest_palw import __version__
 from pytest_palw.cache import remembered_sha256, sha256_bytes
+from pytest_palw.files import write_whole
 from pytest_palw.paths import FIXTURES_DIR
 from pytest_palw.selection import GOLDEN_WRITING_OPTIONS
 
@@ -60,7 +61,7 @@ def golden_for(request, name: str) -> None:
     if any(getattr(request.config.option, dest, False) for dest in GOLDEN_WRITING_OPTIONS):
         path.parent.mkdir(parents=True, exist_ok=True)
         recorded = {"recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **recorder(palw)}
-        provenance_path(path).write_text(json.dumps(recorded, indent=1) + "\n")
+        write_whole(provenance_path(path), json.dumps(recorded, indent=1) + "\n")
         return
     if not path.is_file():
         pytest.skip(f"no committed golden streams for device class {device_label(palw)}, model "

@@ -60,12 +60,21 @@ def cache_root() -> Path:
     """``$PALW_CACHE_DIR`` or the platform's user cache dir for pytest-palw."""
     override = os.environ.get("PALW_CACHE_DIR")
     root = Path(override) if override else Path(platformdirs.user_cache_dir("pytest-palw"))
-    root.mkdir(parents=True, exist_ok=True)
+    _directory(root)
     return root
 
 
 def cache_dir(kind: str) -> Path:
     """A named sub-cache (``sources``, ``builds``, ``models``, ``bindings``)."""
-    path = cache_root() / kind
-    path.mkdir(parents=True, exist_ok=True)
+    return _directory(cache_root() / kind)
+
+
+def _directory(path: Path) -> Path:
+    """``path`` made a directory, or CacheError in one line (naming PALW_CACHE_DIR and the fix)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        from pytest_palw.errors import CacheError
+
+        raise CacheError(f"cannot use {path} as a cache directory ({error.strerror or error})") from None
     return path

@@ -38,16 +38,17 @@ def pytest_cmdline_main(config):
     except BaseException as error:
         close(config, None, error)
         raise
-    close(config, status)
-    return status
+    failed_write = close(config, status)
+    return status if failed_write is None else failed_write
 
 
-def close(config, status, error=None) -> None:
+def close(config, status, error=None) -> int | None:
     """The controller's final verdict and write; a process that never configured (a usage error) or
-    a worker has nothing to close."""
+    a worker has nothing to close. An exit status when the certificate could not be written."""
     session = config.stash.get(_KEY, None)
     if session is not None and session.controller is not None:
-        session.controller.close(status, error)
+        return session.controller.close(status, error)
+    return None
 
 
 def pytest_configure(config):

@@ -32,7 +32,7 @@ from pytest_palw.marks import LAUNCH_MARK, launch_family
 from pytest_palw.runtime.caller import DIGEST_NAMES
 from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices, worker_number
 from pytest_palw.runtime.gpu_share import slots_for
-from pytest_palw.runtime.kernel_digest import KernelDigest, kernel_digest
+from pytest_palw.runtime.kernel_digest import KernelDigest, MappedDigests, kernel_digest
 from pytest_palw.runtime.brought import ORIGIN_BUILD
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
 from pytest_palw.runtime.resolve import ResolvedModel, choose_build, resolve_model
@@ -214,6 +214,7 @@ class PalwSession:
     def runtime(self) -> Runtime:
         self.used = True
         runtime = Runtime(self.build)
+        self.library_digests = MappedDigests(self.build.lib_dir)  # beside the cases, read once
         if self.build.variant == "cuda":
             runtime.gpu_slots = slots_for(self.gpu_slots, worker_number(self.worker_id))
         self.mark("runtime_loaded")
@@ -233,10 +234,10 @@ class PalwSession:
     @cached_property
     def model(self) -> Model:
         resolved = self.resolved_model  # a wrong model stops in one line before it is loaded
-        if self.handed.get(HANDED_MODEL) and remembered_sha256(resolved.path) != resolved.sha256:
+        if self.handed.get(HANDED_MODEL) and resolved.changed():
             # each case that needs the model errors with this line (stopping a worker would stop xdist)
-            raise AssertionError(f"{resolved.path} changed since the controller checked it (sha256 "
-                                 f"{resolved.sha256[:16]}...): keep the model file unchanged while the suite runs")
+            raise AssertionError(f"{resolved.path} changed since the controller checked it (size, mtime or "
+                                 "inode): keep the model file unchanged while the suite runs")
         model = self.runtime.load_model(resolved.path, resolved.profile)
         self.mark("model_loaded")
         return model
@@ -309,7 +310,7 @@ class PalwSession:
                         "has_cuda_trace": self.runtime.has_cuda_trace, "chosen_by": self.runtime_line,
                         "origin": build.origin, "tools": build.tools,
                         **(runtime_statement(build.manifest) if build.origin == ORIGIN_BUILD else brought_statement(build)),
-                        "manifest": build.manifest},
+                        "manifest": build.manifest, "libraries": self.library_digests.result()},
             "device": ({"kind": "cuda", "name": device.name, "cc": device.cc, "driver": device.driver}
                        if device else {"kind": "cpu", "name": "cpu", "cc": None, "driver": None}),
             "pinned_cc": build.pinned_cc if build.variant == "cuda" else None,

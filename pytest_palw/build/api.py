@@ -19,6 +19,7 @@ from pytest_palw.build.plan import Plan, make_plan, native_runtime
 from pytest_palw.build.source import SDIST_VERSION, materialize
 from pytest_palw.cache import exclusive, sha256_file
 from pytest_palw.errors import BuildError, PalwError
+from pytest_palw.files import write_whole
 from pytest_palw.paths import cache_dir
 
 SOURCE_SUBDIR, BUILD_SUBDIR = "source", "build"
@@ -41,6 +42,10 @@ def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc
     ``runtime_dir``: a vendor's runtime-palw/cuda (the seed's PALW_CUDA_RUNTIME_DIR) instead of the
     package's; its digest is in the key and the manifest's ``inputs.native``.
     """
+    for option, directory in (("--cache-from", cache_from), ("--cache-to", cache_to)):
+        if directory is not None and Path(directory).exists() and not Path(directory).is_dir():
+            raise PalwError(f"{option} {directory} is a file, not a directory of build archives: name a "
+                            "directory (it is created if missing)")
     build_root = Path(build_root) if build_root else cache_dir("builds")
     plan = make_plan(variant=variant, cuda_arch=cuda_arch, pinned_cc=pinned_cc, source=source,
                      build_root=build_root, overlays=overlays, patched=patched,
@@ -50,9 +55,9 @@ def build(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH, pinned_cc
               "PALW trace (GGML_CUDA_PALW_TRACE=OFF)", file=sys.stderr)
     lock = plan.build_dir.with_name(plan.build_dir.name + ".lock")
     with exclusive(lock, what=f"building {plan.build_dir.name}"):
-        manifest = None if force else _reusable(plan)
-        if manifest is None and cache_from is not None and not force:  # then checked as any cached build
-            manifest = _reusable(plan) if carry.restore(cache_from, plan.build_dir, plan.key) else None
+        manifest = None if force else _reusable(plan, say=True)
+        if manifest is None and cache_from is not None and not force:  # checked whole before it is in place
+            manifest = _reusable(plan, say=True) if carry.restore(cache_from, plan.build_dir, plan.key) else None
         if manifest is not None:
             manifest.cache_hit = True
             _refresh_binding(manifest, plan, install_binding)
@@ -80,15 +85,27 @@ def find_manifest(variant: str = "cpu", *, cuda_arch: str = DEFAULT_CUDA_ARCH,
 
 # -- the steps ------------------------------------------------------------------------------
 
-def _reusable(plan: Plan) -> Manifest | None:
+def _reusable(plan: Plan, *, say: bool = False) -> Manifest | None:
+    """The finished build of this plan if its outputs are the bytes its manifest records (checked
+    now, every time: a cache hit is never trusted on a file's size and mtime). A damaged one is not
+    reusable; ``say``: one line says what is damaged (the build that follows repairs it)."""
     path = plan.build_dir / MANIFEST_NAME
     if not path.is_file():
         return None
     try:
         manifest = Manifest.load(path)
-    except PalwError:
+    except PalwError as error:
+        if say:
+            print(f"palw: the cached build's manifest is unreadable ({error}): building again", file=sys.stderr)
         return None
-    return manifest if manifest.key == plan.key and manifest.outputs_exist() else None
+    if manifest.key != plan.key:
+        return None
+    damage = manifest.damage()
+    if damage is not None:
+        if say:
+            print(f"palw: the cached build {plan.build_dir.name} is damaged ({damage}): rebuilding it", file=sys.stderr)
+        return None
+    return manifest
 
 
 def _refresh_binding(manifest: Manifest, plan: Plan, install_binding: bool) -> None:
@@ -106,12 +123,14 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
     if force and plan.build_dir.exists():
         shutil.rmtree(plan.build_dir)
     plan.build_dir.mkdir(parents=True, exist_ok=True)
+    _remove_damaged(plan)
     (plan.build_dir / MANIFEST_NAME).unlink(missing_ok=True)
     tree = materialize(plan.source)
     source_dir = _patched_tree(plan, tree.tree)
     if plan.config.pinned_cc is not None:
         check_pinned_cc_supported(source_dir)
     build_dir = plan.build_dir / BUILD_SUBDIR
+    forget_moved_configuration(build_dir, source_dir)
     cmake_flags = plan.config.cmake_flags(plan.native.path)
     run_logged([str(plan.toolchain.cmake), "-S", str(source_dir), "-B", str(build_dir), "-G", "Ninja",
                 *plan.toolchain.cmake_arguments(), *cmake_flags],
@@ -144,6 +163,43 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
     return manifest
 
 
+def _remove_damaged(plan: Plan) -> None:
+    """Before compiling again over a damaged build: ninja judges by mtime, so a library whose bytes
+    changed with its mtime kept would stay; removed, it is linked again. A patched tree without its
+    headers is copied and patched again (and then compiled whole)."""
+    try:
+        old = Manifest.load(plan.build_dir / MANIFEST_NAME)
+    except PalwError:
+        return
+    for path, recorded in old.digested_outputs().items():
+        if path.is_file() and sha256_file(path) != recorded:
+            path.unlink()
+    if not (Path(old.source_dir) / "include" / "llama.h").is_file():
+        (plan.build_dir / SOURCE_SUBDIR / PATCHED_FLAG).unlink(missing_ok=True)
+
+
+def forget_moved_configuration(build_dir: Path, source_dir: Path) -> None:
+    """A build directory configured elsewhere (restored from another machine's cache: its
+    CMakeCache.txt names the origin's build and source directories, which CMake refuses) is
+    configured afresh here, said in one line; with its objects not carried, that is a full compile."""
+    cache = build_dir / "CMakeCache.txt"
+    try:
+        text = cache.read_text(errors="replace")
+    except OSError:
+        return
+    recorded = {line.split(":", 1)[0]: line.split("=", 1)[1].strip() for line in text.splitlines()
+                if line.startswith(("CMAKE_CACHEFILE_DIR:", "CMAKE_HOME_DIRECTORY:")) and "=" in line}
+    moved = [Path(recorded[name]) for name, here in (("CMAKE_CACHEFILE_DIR", build_dir),
+                                                      ("CMAKE_HOME_DIRECTORY", source_dir))
+             if name in recorded and Path(recorded[name]) != Path(here)]
+    if not moved:
+        return
+    print(f"palw: {build_dir} was configured for {moved[0]} (a restored build): configuring afresh here, a full "
+          "compile", file=sys.stderr)
+    cache.unlink()
+    shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
+
+
 def _warn_if_native_changed(plan: Plan) -> None:
     """The key was taken before compiling; an edit meanwhile means the outputs may not match it.
     Only a trace build compiles native/ in."""
@@ -165,7 +221,7 @@ def _patched_tree(plan: Plan, tree: Path) -> Path:
     if not plan.source.patched and not plan.patch_set.is_empty:
         print("palw: applying the seed patch and overlays", file=sys.stderr)
         apply_patch_set(source_dir, plan.patch_set)
-    flag.write_text(plan.key + "\n")
+    write_whole(flag, plan.key + "\n")
     return source_dir
 
 

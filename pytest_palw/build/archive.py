@@ -31,6 +31,7 @@ from pytest_palw.build.source import (
 )
 from pytest_palw.cache import tree_digest, tree_files
 from pytest_palw.errors import SourceError
+from pytest_palw.files import whole
 from pytest_palw.paths import cache_dir
 
 FIXED_MTIME = 0  # the epoch: archive bytes must not depend on when or where they were made
@@ -87,16 +88,14 @@ def write_archive(output: Path, marker: dict, tree: Path, binding_parent: Path |
         binding = Path(binding_parent)
         members += [(f"{BINDING_DIR}/{name}", binding / name) for name in tree_files(binding)
                     if name.startswith("llama_cpp/")]
-    temporary = output.with_name(output.name + ".tmp")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(temporary, "wb") as raw, \
+    with whole(output, fix="free disk space, or name a writable --output") as temporary, \
+            open(temporary, "wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=FIXED_MTIME, compresslevel=9) as packed, \
             tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as archive:
         data = json.dumps(marker, indent=2, sort_keys=True).encode() + b"\n"
         archive.addfile(_info(f"{ARCHIVE_ROOT}/{MARKER_NAME}", len(data), 0o644), io.BytesIO(data))
         for name, path in members:
             _add(archive, f"{ARCHIVE_ROOT}/{name}", path)
-    os.replace(temporary, output)
     return len(members) + 1
 
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 from pytest_palw.build.manifest import MANIFEST_NAME, Manifest
-from pytest_palw.errors import BuildError
+from pytest_palw.errors import BuildError, PalwError
+from pytest_palw.files import whole, write_whole
 from pytest_palw.paths import cache_dir
 
 META_NAME = "palw-build-archive.json"
@@ -45,8 +48,8 @@ def save(manifest: Manifest, directory: Path | str) -> Path:
     meta = {"key": manifest.key, "build_dir": build_dir.name, "build_root": str(build_dir.parent),
             "sources": str(sources),
             "binding": str(carried_binding.relative_to(sources)) if carried_binding else None}
-    partial = target.with_name(target.name + ".partial")
-    with tarfile.open(partial, "w:gz", compresslevel=3) as archive:  # 9 takes a minute for ~40 MiB
+    with whole(target, fix="free disk space, or name a writable directory with --cache-to") as partial, \
+            tarfile.open(partial, "w:gz", compresslevel=3) as archive:  # 9 takes a minute for ~40 MiB
         data = json.dumps(meta, indent=1).encode()
         info = tarfile.TarInfo(META_NAME)
         info.size = len(data)
@@ -54,19 +57,61 @@ def save(manifest: Manifest, directory: Path | str) -> Path:
         archive.add(build_dir, arcname=f"build/{build_dir.name}", filter=_without_objects)
         if carried_binding is not None:
             archive.add(carried_binding, arcname=f"sources/{meta['binding']}", filter=_without_objects)
-    os.replace(partial, target)
     print(f"palw: build archive {target} ({target.stat().st_size / 2**20:.0f} MiB)", file=sys.stderr)
     return target
 
 
 def restore(directory: Path | str, build_dir: Path, key: str) -> bool:
-    """Unpack the build of ``key`` from ``directory``'s archive into ``build_dir`` (and the source
-    cache), its manifest's paths moved here; False when the directory has no archive of that key."""
+    """Unpack the build of ``key`` from ``directory``'s archive into ``build_dir`` (and its binding in
+    the source cache), its manifest's paths moved here; False when the directory has no archive of
+    that key.
+
+    Atomic: the whole archive is unpacked into a temporary directory beside the build root and
+    checked there (every member, the manifest, each library's sha256, the patched headers); only
+    then is it renamed into place. A refused archive (BuildError, one line) leaves the cache as it was."""
     source = archive_path(directory, build_dir.name)
     if not source.is_file():
         print(f"palw: no {source.name} in {directory}: building", file=sys.stderr)
         return False
     sources = cache_dir("sources")
+    staging = Path(tempfile.mkdtemp(prefix=f".restore-{build_dir.name}-", dir=build_dir.parent))
+    try:
+        meta = _unpack(source, staging, build_dir, key)
+        staged_build, binding = staging / "build" / build_dir.name, meta.get("binding")
+        manifest_path = staged_build / MANIFEST_NAME
+        try:
+            text = manifest_path.read_text()
+        except OSError:
+            raise _refused(source, f"it has no build/{build_dir.name}/{MANIFEST_NAME}") from None
+        here = _moved(text, meta, build_dir, sources)
+        staged = _moved(text, meta, staged_build, staging / "sources")
+        write_whole(manifest_path, staged)
+        try:
+            manifest = Manifest.load(manifest_path)
+        except PalwError as error:
+            raise _refused(source, str(error)) from None
+        damage = manifest.damage() if manifest.key == key else f"its manifest is of key {manifest.key[:16]}"
+        if damage is not None:
+            raise _refused(source, damage)
+        write_whole(manifest_path, here)
+        _into_place(staged_build, build_dir)
+        if binding and not (sources / binding).exists():
+            (sources / binding).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / "sources" / binding, sources / binding)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"palw: restored {build_dir.name} from {source}", file=sys.stderr)
+    return True
+
+
+def _refused(source: Path, why: str) -> BuildError:
+    return BuildError(f"the build archive {source} is refused ({why}): nothing of it was restored; remove it and "
+                      "build, or write it again with `palw build --cache-to`")
+
+
+def _unpack(source: Path, staging: Path, build_dir: Path, key: str) -> dict:
+    """Every member of the archive into ``staging`` (build/, sources/); its meta. BuildError in one
+    line for a truncated or foreign archive, another key, or a member outside build/ and sources/."""
     try:
         with tarfile.open(source, "r:gz") as archive:
             meta = json.load(archive.extractfile(META_NAME))
@@ -77,26 +122,36 @@ def restore(directory: Path | str, build_dir: Path, key: str) -> bool:
             for member in archive.getmembers():
                 if member.name == META_NAME:
                     continue
-                root, _, rest = member.name.partition("/")
-                destination = {"build": build_dir.parent, "sources": sources}.get(root)
-                if destination is None:
-                    raise BuildError(f"{source} has a member outside build/ and sources/ ({member.name}): "
-                                     "it was not written by `palw build --cache-to`; remove it")
-                member.name = rest
-                archive.extract(member, destination, filter="data")
-    except (OSError, tarfile.TarError, KeyError, ValueError) as error:
-        raise BuildError(f"cannot unpack the build archive {source} ({error}): remove it and build, or "
-                         "write it again with `palw build --cache-to`") from None
-    manifest_path = build_dir / MANIFEST_NAME
-    text = manifest_path.read_text()
-    moves = [(str(Path(meta["build_root"]) / build_dir.name), str(build_dir))]
+                if member.name.partition("/")[0] not in ("build", "sources"):
+                    raise _refused(source, f"a member outside build/ and sources/: {member.name}; it was not "
+                                           "written by `palw build --cache-to`")
+                archive.extract(member, staging, filter="data")
+    except (OSError, EOFError, tarfile.TarError, KeyError, ValueError, TypeError, AttributeError) as error:
+        raise _refused(source, f"cannot unpack it: {type(error).__name__}: {error}") from None
+    return meta
+
+
+def _moved(text: str, meta: dict, build_dir: Path, sources: Path) -> str:
+    """The manifest's text with the origin's paths (build dir, binding) moved to ``build_dir`` and
+    ``sources``; as JSON strings: the paths inside the manifest's string values."""
+    moves = [(str(Path(meta["build_root"]) / meta["build_dir"]), str(build_dir))]
     if meta.get("binding"):
         moves.append((str(Path(meta["sources"]) / meta["binding"]), str(sources / meta["binding"])))
-    for old, new in moves:  # as JSON strings: the paths inside the manifest's string values
+    for old, new in moves:
         text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
-    manifest_path.write_text(text)
-    print(f"palw: restored {build_dir.name} from {source}", file=sys.stderr)
-    return True
+    return text
+
+
+def _into_place(staged: Path, build_dir: Path) -> None:
+    """``staged`` becomes ``build_dir`` in one rename; what was there (an interrupted or damaged
+    build of the same key) is moved aside first and removed after."""
+    aside = None
+    if build_dir.exists():
+        aside = build_dir.with_name(f".{build_dir.name}.{os.getpid()}.replaced")
+        os.replace(build_dir, aside)
+    os.replace(staged, build_dir)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def _without_objects(member: tarfile.TarInfo) -> tarfile.TarInfo | None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pytest_palw.cache import sha256_file
 from pytest_palw.errors import RuntimeLibraryError
+from pytest_palw.files import write_whole
 
 MANIFEST_NAME = "palw-manifest.json"
 SCHEMA = "pytest-palw.runtime-manifest"
@@ -46,9 +47,7 @@ class Manifest:
 
     def write(self, path: Path) -> None:
         """Atomically: a reader never sees half a manifest (it is the build's 'done' flag)."""
-        temporary = path.with_suffix(".json.tmp")
-        temporary.write_text(self.to_json())
-        os.replace(temporary, path)
+        write_whole(path, self.to_json(), fix="free disk space, or point PALW_CACHE_DIR at a writable disk")
         self.path = path
 
     @classmethod
@@ -88,3 +87,25 @@ class Manifest:
 
     def outputs_exist(self) -> bool:
         return all(path.is_file() for path in self.output_files())
+
+    def digested_outputs(self) -> dict[Path, str]:
+        """The libraries with the sha256 the build recorded for each."""
+        found = {self.libllama: self.outputs.get("libllama_sha256")}
+        found.update((Path(entry["path"]), entry.get("sha256")) for entry in self.outputs["ggml_libs"])
+        return {path: digest for path, digest in found.items() if digest}
+
+    def damage(self) -> str | None:
+        """What of the build is not as it was written, read now (bytes, not a memo of size and
+        mtime: a flipped byte counts): a missing output, a library whose sha256 is not the one
+        recorded, or a missing patched header. None when every output is as recorded."""
+        missing = [path.name for path in self.output_files() if not path.is_file()]
+        if missing:
+            return f"{', '.join(missing)} missing"
+        for path, recorded in self.digested_outputs().items():
+            actual = sha256_file(path)
+            if actual != recorded:
+                return f"{path.name} has sha256 {actual[:16]}..., its manifest {recorded[:16]}..."
+        header = Path(self.source_dir) / "include" / "llama.h"
+        if not header.is_file():
+            return f"{header} missing"
+        return None

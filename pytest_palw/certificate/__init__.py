@@ -200,14 +200,20 @@ class Certificate:
         return True
 
     def write(self, path) -> Path:
-        """The JSON at ``path`` and its HTML page beside it (``<stem>.html``); returns the page."""
+        """The JSON at ``path`` and its HTML page beside it (``<stem>.html``), each written whole;
+        returns the page. A write that fails leaves neither file (files.FileWriteError)."""
         from pytest_palw.certificate.html import render
+        from pytest_palw.files import FileWriteError, write_whole
 
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.document, indent=1, sort_keys=False) + "\n")
         page = page_path(path)
-        page.write_text(render(self.document), encoding="utf-8")
+        try:
+            write_whole(path, json.dumps(self.document, indent=1, sort_keys=False) + "\n",
+                        fix="free disk space or pass another --certificate path")
+            write_whole(page, render(self.document), fix="free disk space or pass another --certificate path")
+        except FileWriteError:
+            discard(path)
+            raise
         return page
 
 
@@ -240,6 +246,19 @@ def load(path) -> dict:
     if not isinstance(document, dict) or document.get("schema") != SCHEMA_NAME:
         raise PalwError(f"{path} is not a pytest-palw certificate (no \"schema\": "
                         f"\"{SCHEMA_NAME}\"): pass the JSON file `palw certify` wrote")
+    known = json.loads(SCHEMA_PATH.read_text())["properties"]["version"]["enum"]
+    if document.get("version") not in known:
+        raise PalwError(f"{path} is a certificate of version {_short(document.get('version'))}, which this "
+                        f"pytest-palw {__version__} does not know (it reads {', '.join(map(str, known))}): "
+                        "read it with the pytest-palw that wrote it, or certify again")
+    import jsonschema
+
+    try:
+        validate(document)
+    except jsonschema.ValidationError as error:
+        where = "/".join(map(str, error.absolute_path)) or "the document"
+        raise PalwError(f"{path} is not a valid certificate ({where}: {_short(error.message)}): pass the JSON "
+                        "file `palw certify` wrote, unedited") from None
     return document
 
 

@@ -123,6 +123,12 @@ def _facts(old: dict, new: dict) -> list[Difference]:
             # a C++ runtime check that held and no longer does is a regression
             out.append(Difference(label, f"{_short(before)} -> {_short(after)}",
                                   label == "C++ runtime ok" and before is True))
+    libraries_before = _fact(old, "runtime.libraries") or {}
+    libraries_after = _fact(new, "runtime.libraries") or {}
+    for name in sorted(set(libraries_before) & set(libraries_after)):  # read from the mapped bytes
+        if libraries_before[name] != libraries_after[name]:
+            out.append(Difference(f"library {name}", f"{_short(libraries_before[name])} -> "
+                                                      f"{_short(libraries_after[name])}"))
     tools_before = _fact(old, "runtime.toolchain") or {}
     tools_after = _fact(new, "runtime.toolchain") or {}
     for tool in sorted(set(tools_before) | set(tools_after)):

@@ -17,6 +17,7 @@ import jinja2
 from pytest_palw import paths
 from pytest_palw.certificate import load, page_path
 from pytest_palw.certificate.inventory import claim_of
+from pytest_palw.files import write_whole
 from pytest_palw.fixtures.oracles.launch_table import mmvq_positions
 
 TEMPLATE = "report.html.j2"
@@ -226,6 +227,5 @@ def write_report(cert_path, out_path=None) -> Path:
     cert_path = Path(cert_path)
     document = load(cert_path)
     out = Path(out_path) if out_path else page_path(cert_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(document), encoding="utf-8")
+    write_whole(out, render(document), fix="name a writable file with -o, e.g. -o report.html")
     return out

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
 import types
 from pathlib import Path
 
 from pytest_palw.certificate import discard, page_path
-from pytest_palw.errors import PalwError
+from pytest_palw.errors import CacheError, PalwError
 from pytest_palw.paths import CONFORMANCE_DIR, PACKAGE_DIR
 
 # The plugins a certification runs with, and no others: a plugin the host happens to have (a
@@ -76,6 +78,12 @@ def run(args) -> int:
     if args.workers:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]
+    certificate = Path(args.certificate)
+    with certificate_lock(certificate.resolve()):
+        return _certify(args, argv, certificate)
+
+
+def _certify(args, argv: list[str], certificate: Path) -> int:
     received = _Controller()
     try:
         code = int(run_without_autoload(argv + list(args.pytest_args), plugins=[received]))
@@ -90,8 +98,8 @@ def run(args) -> int:
               "the pytest arguments): nothing is certified; pass the path with --certificate only")
         return code or 1
     if document is None or not certificate.is_file():
-        print(f"palw: no certificate written to {certificate}: the session ended before its verdict (see "
-              "above), so nothing is certified")
+        why = "the session ended before its verdict" if document is None else "it could not be written"
+        print(f"palw: no certificate written to {certificate}: {why} (see above), so nothing is certified")
         return code or 1
     problems = written_problems(certificate, document)
     if problems:
@@ -100,8 +108,10 @@ def run(args) -> int:
               "nothing is certified")
         return code or 1
     verdict = document["verdict"]
+    page = page_path(certificate)
     print(f"palw: certificate {certificate}: {'CERTIFIED' if verdict['certified'] else 'not certified'} "
-          f"({verdict['passed']} of {verdict['expected']} expected cases passed; report: {page_path(certificate)})")
+          f"({verdict['passed']} of {verdict['expected']} expected cases passed"
+          + (f"; report: {page})" if page.is_file() else "; no report page)"))
     if args.require_certified and not verdict["certified"]:
         return code or 1
     return code
@@ -122,6 +132,36 @@ def written_problems(certificate: Path, document: dict) -> list[str]:
     if written != json.loads(json.dumps(document)):
         problems.append("the file is not the document the run judged: something rewrote it after the run")
     return problems
+
+
+@contextlib.contextmanager
+def certificate_lock(certificate: Path):
+    """One `palw certify` at a time per certificate path: a second one refuses in one line (two runs
+    writing one file would each announce it, and it would hold one run's verdict)."""
+    from pytest_palw.cache import key_of
+    from pytest_palw.paths import cache_dir
+
+    path = cache_dir("locks") / f"certificate-{key_of(str(certificate))}.lock"
+    try:
+        handle = open(path, "a+")
+    except OSError as error:
+        raise CacheError(f"cannot create the lock {path} ({error.strerror})") from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise PalwError(f"another `palw certify` (pid {holder}) is writing {certificate}: wait for it to "
+                            "finish, or pass another --certificate path") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class _Controller:

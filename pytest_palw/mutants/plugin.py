@@ -78,4 +78,6 @@ def pytest_runtest_logreport(report) -> None:
 def pytest_sessionfinish(session, exitstatus) -> None:
     path = os.environ.get(REPORT_ENV)
     if path and not hasattr(session.config, "workerinput"):  # the controller sees every report
-        Path(path).write_text(json.dumps({"failed": sorted(_failed_here), "exitstatus": int(exitstatus)}))
+        from pytest_palw.files import write_whole
+
+        write_whole(Path(path), json.dumps({"failed": sorted(_failed_here), "exitstatus": int(exitstatus)}))

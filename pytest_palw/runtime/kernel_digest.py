@@ -5,6 +5,7 @@ What each kind proves is the certificate's to say (certificate/facts.py)."""
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,6 +58,46 @@ def mapped_library(prefix: str) -> Mapping | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def mapped_under(directory: Path) -> list[Mapping]:
+    """Each file under ``directory`` this process has mapped (the runtime's libraries), once each."""
+    directory = Path(directory).resolve()
+    found: dict[Path, Mapping] = {}
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5].startswith("/"):
+                    path = Path(fields[5].strip())
+                    if directory in path.parents and path not in found:
+                        found[path] = Mapping(path, fields[0], int(fields[4]))
+    except (OSError, ValueError):
+        return []
+    return list(found.values())
+
+
+class MappedDigests:
+    """sha256 of every runtime library this process mapped, read in this run from the mapped files
+    (as the kernel digest is), by a thread started when the runtime is loaded: the certificate's
+    library digests are the bytes that ran, not the ones a manifest recorded."""
+
+    def __init__(self, lib_dir: Path):
+        self.lib_dir = lib_dir
+        self._digests: dict[str, str] = {}
+        self._thread = threading.Thread(target=self._run, name="sha256 of the mapped libraries", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for mapping in mapped_under(self.lib_dir):
+            try:
+                self._digests[mapping.path.name] = mapped_sha256(mapping)
+            except RuntimeLibraryError as error:
+                self._digests[mapping.path.name] = f"unreadable: {error}"
+
+    def result(self) -> dict[str, str]:
+        self._thread.join()
+        return dict(sorted(self._digests.items()))
 
 
 def mapped_sha256(mapping: Mapping) -> str:

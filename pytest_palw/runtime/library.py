@@ -43,6 +43,23 @@ def require_palw_library(lib_dir: Path) -> None:
         raise not_a_palw_library(lib_dir)
 
 
+def require_undamaged(build: "RuntimeBuild") -> None:
+    """Before anything loads it: a build's libraries are the bytes its manifest records, read now
+    (RuntimeLibraryError in one line: a truncated library would kill the process that maps it)."""
+    if build.manifest_path is None:
+        return
+    from pytest_palw.build.manifest import Manifest
+    from pytest_palw.errors import PalwError
+
+    try:
+        damage = Manifest.load(build.manifest_path).damage()
+    except PalwError:
+        return  # not a manifest this version writes: its libraries are checked as they load
+    if damage is not None:
+        raise RuntimeLibraryError(f"the runtime build {build.manifest_path.parent} is damaged ({damage}): build it "
+                                  "again with `palw build` (the same options), which repairs it")
+
+
 @dataclass(frozen=True)
 class RuntimeBuild:
     """What the suite needs to know about one `palw build` output."""
@@ -78,7 +95,15 @@ class RuntimeBuild:
 
     @classmethod
     def from_manifest(cls, path: Path, tools_dir: Path | str | None = None) -> "RuntimeBuild":
-        data = json.loads(Path(path).read_text())
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise RuntimeLibraryError(f"cannot read the runtime manifest {path} ({type(error).__name__}: "
+                                      f"{str(error)[:120]}): pass the palw-manifest.json `palw build` wrote "
+                                      "(`palw build --print-manifest` prints it)") from None
+        if not isinstance(data, dict):
+            raise RuntimeLibraryError(f"{path} is not a pytest-palw runtime manifest: pass the palw-manifest.json "
+                                      "`palw build` wrote (`palw build --print-manifest` prints it)")
         try:
             lib_dir = Path(data["outputs"]["lib_dir"])
             return cls(

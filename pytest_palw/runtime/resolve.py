@@ -10,11 +10,13 @@ with the same functions.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import os
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_palw.cache import remembered_sha256
-from pytest_palw.errors import RuntimeLibraryError
+from pytest_palw.cache import FileDigest
+from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
 from pytest_palw.fixtures.models.profiles import Profile
 from pytest_palw.runtime.library import RuntimeBuild
 from pytest_palw.runtime.model_check import check_profile
@@ -22,38 +24,78 @@ from pytest_palw.runtime.model_check import check_profile
 
 @dataclass(frozen=True)
 class ResolvedModel:
-    """--palw-model as resolved: the file it names, its profile (checked against the pin), its sha256."""
+    """--palw-model as resolved: the file it names, its profile (checked against the pin), the file's
+    identity on disk when it was resolved, and the sha256 of its bytes read in this run.
+
+    The sha256 is computed where the model is resolved (the controlling process), by a thread beside
+    collection (cache.FileDigest: never a memo of size and mtime, so a byte changed with its mtime
+    kept is stated as it is); a worker gets the stamp, its cheap check that the file stayed."""
 
     spec: str
     path: Path
     profile: Profile  # as the file states it (model_check.read_profile)
-    sha256: str
+    stamp: tuple  # (size, mtime_ns, inode) when resolved
+    digest: FileDigest | None = field(default=None, compare=False, repr=False)  # where it was resolved
+
+    @property
+    def sha256(self) -> str | None:
+        """The bytes' sha256 (waits for the hashing thread); None in a process it was handed to."""
+        return self.digest.result() if self.digest is not None else None
 
     def statement(self) -> dict:
-        """The certificate's ``model`` fact."""
-        return {"spec": self.spec, "path": str(self.path), "sha256": self.sha256, "profile": self.profile.as_dict()}
+        """The certificate's ``model`` fact (its sha256 added by the process that resolved it)."""
+        stated = {"spec": self.spec, "path": str(self.path), "profile": self.profile.as_dict()}
+        if self.digest is not None:
+            stated["sha256"] = self.sha256
+        return stated
+
+    def changed(self) -> bool:
+        """Is the file no longer the one resolved (another size, mtime or inode)?"""
+        return file_stamp(self.path) != self.stamp
 
     def to_wire(self) -> dict:
         """Plain values for xdist's workerinput (execnet carries dicts, lists, strings and numbers)."""
         fields = {f.name: getattr(self.profile, f.name) for f in dataclasses.fields(self.profile)}
-        return {"spec": self.spec, "path": str(self.path), "sha256": self.sha256, "profile": fields}
+        return {"spec": self.spec, "path": str(self.path), "stamp": list(self.stamp), "profile": fields}
 
     @classmethod
     def from_wire(cls, data: dict) -> "ResolvedModel":
-        return cls(data["spec"], Path(data["path"]), Profile(**data["profile"]), data["sha256"])
+        return cls(data["spec"], Path(data["path"]), Profile(**data["profile"]), tuple(data["stamp"]))
+
+
+def file_stamp(path: Path) -> tuple:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ()
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
 def resolve_model(spec: str) -> ResolvedModel:
     """``profile:NAME`` (synthesized once into the model cache) or a GGUF path; ModelProfileError in
     one line unless the file has the pinned profile."""
     if spec.startswith("profile:"):
-        from pytest_palw.fixtures.models.catalog import ensure_model  # the synthetic generator
-
-        path = ensure_model(spec.split(":", 1)[1])
+        path, profile = _synthetic(spec.split(":", 1)[1])
     else:
         path = Path(spec).expanduser().resolve()
-    profile = check_profile(path)
-    return ResolvedModel(spec, path, profile, remembered_sha256(path))
+        profile = check_profile(path)
+    return ResolvedModel(spec, path, profile, file_stamp(path), FileDigest(path))
+
+
+def _synthetic(name: str) -> tuple[Path, Profile]:
+    """A profile's cached model, checked; one that fails its check is damaged (the generator wrote
+    it right once): regenerated, said in one line."""
+    from pytest_palw.fixtures.models.catalog import ensure_model, forget_model  # the synthetic generator
+
+    path = ensure_model(name)
+    try:
+        return path, check_profile(path)
+    except ModelProfileError as error:
+        print(f"palw: the cached model {path.name} fails its check ({str(error)[:200]}): regenerating it",
+              file=sys.stderr)
+        forget_model(path)
+    path = ensure_model(name)
+    return path, check_profile(path)
 
 
 def choose_build(location: str | None, devices, build_policy: str | None, tools_dir: str | None = None,

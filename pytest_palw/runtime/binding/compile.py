@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
+import shutil
 import sys
+import tempfile
 import sysconfig
 from pathlib import Path
 
@@ -64,12 +67,18 @@ def build_extension(
                 # Bind the extension's own copies of shared names to itself.
                 extra_link_args=["-Wl,-Bsymbolic"],
             )
+            # Compiled beside, renamed into place whole: a killed compile leaves no partial .so to find.
+            scratch = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
             try:
-                ffi.compile(tmpdir=str(target), verbose=False)
+                ffi.compile(tmpdir=str(scratch), verbose=False)
+                shutil.rmtree(target, ignore_errors=True)
+                os.replace(scratch, target)
             except Exception as error:  # distutils raises several unrelated types
                 raise ToolMissingError(
                     f"compiling the cffi extension {name} failed ({error}); it needs a C++ "
                     f"compiler and the Python headers (python3-dev)") from error
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
             built = sorted(target.glob(f"{name}*.so"))
     spec = importlib.util.spec_from_file_location(name, built[0])
     module = importlib.util.module_from_spec(spec)
