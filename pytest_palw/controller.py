@@ -1,8 +1,9 @@
 """The controlling process: what the run certifies, what had to pass, what was reported, the certificate.
 
-Registered as a plugin in the process that runs the session (xdist's controller, or the only
-process without xdist), as xdist's DSession is. Before any worker starts it resolves the runtime
-build and the model once, checks them in one line each and hands them to every worker
+Registered as a plugin by plugin.pytest_configure in the process that runs the session (xdist's
+controller, or the only process without xdist), never in a worker, as xdist's DSession is; it
+drives this process's PalwSession (session.py) and imports nothing from it. Before any worker
+starts it resolves the runtime build and the model once, checks them in one line each and hands them to every worker
 (runtime/resolve.py); before any case runs it reads the expected inventory from the suite's
 sources; it then receives every case report (the workers' too) and every worker's facts, and at
 the end builds the certificate once: the verdict is a join of the inventory with the reports
@@ -17,15 +18,15 @@ from pathlib import Path
 import pytest
 
 from pytest_palw import options as opts
-from pytest_palw import paths
 from pytest_palw.certificate import Certificate, discard
 from pytest_palw.certificate import inventory as inventories
 from pytest_palw.certificate.facts import pytest_statement
+from pytest_palw.errors import or_exit
 from pytest_palw.runtime.kernel_digest import parse_kernel_digest
 from pytest_palw.runtime.library import require_palw_library
 from pytest_palw.runtime.load_probe import LoadProbe
-from pytest_palw.selection import argument_path, golden_recording_reasons, partial_run_reasons, run_mode_reasons
-from pytest_palw.session import HANDED_MANIFEST, HANDED_MODEL, HANDED_RUNTIME_LINE, or_exit
+from pytest_palw.runtime.resolve import Handover
+from pytest_palw.selection import golden_recording_reasons, partial_run_reasons, reaches_suite, run_mode_reasons
 from pytest_palw.tiers import tier_of
 
 
@@ -37,6 +38,7 @@ class Controller:
         self.expected = False  # the suite was asked for: a verdict is owed
         self.stop_message: str | None = None  # pytest.exit's or Ctrl-C's, as pytest reported it
         self.load_probe: LoadProbe | None = None
+        self.handover: Handover | None = None  # what preflight resolved, for every worker
         chosen = session.option("palw_certificate")
         self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
         # Again (plugin.pytest_load_initial_conftests did it for the command line, the environment
@@ -46,16 +48,7 @@ class Controller:
 
     def requested(self) -> bool:
         """Does this run reach the conformance suite (or name a PALW option)?"""
-        config = self.config
-        if opts.explicitly_set(config):
-            return True
-        args = config.args or []
-        suite = paths.CONFORMANCE_DIR
-        for arg in args:
-            target = argument_path(arg, config.invocation_params.dir, config.option.pyargs)
-            if target == suite or suite in target.parents or target in suite.parents:
-                return True
-        return not args and Path(config.rootpath) == suite.parent
+        return opts.explicitly_set(self.config) or reaches_suite(self.config)
 
     # -- before any worker starts: what the run certifies, resolved once -------------------------------
     def pytest_sessionstart(self, session) -> None:
@@ -78,16 +71,14 @@ class Controller:
         require_palw_library(build.lib_dir)
         self.load_probe = LoadProbe(build.manifest_path or build.lib_dir, palw.resolved_model.path)
         palw.mark("probe_started")
+        self.handover = Handover(str(build.manifest_path) if build.manifest_path else None, palw.runtime_line,
+                                 palw.resolved_model)
 
     @pytest.hookimpl(optionalhook=True)  # xdist's: `-p no:xdist` must still work
     def pytest_configure_node(self, node) -> None:
         """Every worker runs the build and the model resolved here (the session's, unchanged)."""
-        palw = self.palw
-        if "build" in palw.__dict__ and palw.build.manifest_path:
-            node.workerinput[HANDED_MANIFEST] = str(palw.build.manifest_path)
-            node.workerinput[HANDED_RUNTIME_LINE] = palw.runtime_line
-        if "resolved_model" in palw.__dict__:
-            node.workerinput[HANDED_MODEL] = palw.resolved_model.to_wire()
+        if self.handover is not None:
+            node.workerinput.update(self.handover.to_wire())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session):
