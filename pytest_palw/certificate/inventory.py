@@ -192,6 +192,8 @@ def _load(path: Path):
     """Execute the module under a private name (pytest imports it again under its own)."""
     name = f"_palw_inventory_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise InventoryError(f"{path.name} cannot be imported (no module spec): name the suite's .py files")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and typing look a class's module up while it is made
     try:

@@ -80,8 +80,8 @@ def test_a_worker_runs_no_other_model_than_the_one_checked(tmp_path, worker_plug
 def test_a_worker_runs_the_build_the_controller_checked_whatever_its_options(tmp_path, worker_plugin, cpu_build):
     env = worker_plugin("config.option.palw_lib = '/nonexistent/palw-manifest.json'\n")
     certificate = tmp_path / "c.json"
-    result = _pytest("-n", "2", "-p", "palw_worker_only", "--palw-model=profile:tiny", f"--palw-certificate={certificate}",
-                     CASES, cwd=tmp_path, env=env)
+    result = _pytest("-n", "2", "-p", "palw_worker_only", "--palw-model=profile:tiny",
+                     f"--palw-certificate={certificate}", CASES, cwd=tmp_path, env=env)
     document = json.loads(certificate.read_text())
     assert document["runtime"]["lib_dir"] == str(cpu_build.lib_dir)
     cases = [case for case in document["cases"] if "test_class_counts.py" in case["id"]]
