@@ -10,7 +10,8 @@
     per-case durations (setup + call + teardown, in the worker), the busy fraction (sum of case
     durations / (wall x workers)), each worker's timeline (process start, session start,
     collected, runtime loaded, model loaded, discovery, first case, last case end, exit) and the
-    controller's (preflight, load probe started and done), from which the idle time is attributed. A run cut by the budget is reported as inconclusive.
+    controller's (preflight, load probe started and done), from which the idle time is attributed.
+    A run cut by the budget is reported as inconclusive.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ def run_certify(model: str, lib: str | None, workers: int, out_dir: Path, budget
         "timeline": timeline_table(document, start),
     })
     s = document["summary"]
-    print(f"  certify -n {workers}: {'(cut) ' if cut else ''}{wall:6.1f} s wall, {s['passed']} passed {s['failed']} failed "
+    print(f"  certify -n {workers}: {'(cut) ' if cut else ''}{wall:6.1f} s wall, "
+          f"{s['passed']} passed {s['failed']} failed "
           f"{s['skipped']} skipped, busy {row['busy_fraction']:.0%}, median reject case "
           f"{row['median_reject_case_s']} s, {row['verdict']}", flush=True)
     print(f"    {'worker':8}" + "".join(f"{m[:12]:>13}" for m in MOMENTS) + f"{'cases':>7}{'case_s':>8}")

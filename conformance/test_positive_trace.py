@@ -96,7 +96,8 @@ def test_c_codec_equals_python_encoder(stream, request):
     assert run.c_stream == run.python_stream
 
 
-def test_fingerprint_stable_over_three_runs(palw_trace, palw_model, palw_caller, palw_token, palw_context, palw_session):
+def test_fingerprint_stable_over_three_runs(palw_trace, palw_model, palw_caller, palw_token, palw_context,
+                                            palw_session):
     fingerprints = [palw_trace.fingerprint]
     for _ in range(2):
         fingerprints.append(run_trace(palw_context(), palw_caller(version=2), palw_token).fingerprint)

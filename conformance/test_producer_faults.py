@@ -141,7 +141,8 @@ def test_grouped_collector_reports_an_element_already_claimed(bench):
     assert bench.state(context) == {"count": 2, "committed": 0, "faults": [], "poisoned": 0}
     records = bench.sentinel_records(4)
     assert bench.finalize(context, records, 4) == "INCOMPLETE"
-    want = fault_names(lib, lib.PALW_CUDA_PRODUCER_FAULT_DUPLICATE_CAPTURE | lib.PALW_CUDA_PRODUCER_FAULT_MISSING_CAPTURE)
+    want = fault_names(lib, lib.PALW_CUDA_PRODUCER_FAULT_DUPLICATE_CAPTURE
+                       | lib.PALW_CUDA_PRODUCER_FAULT_MISSING_CAPTURE)
     poisoned = {"count": 2, "committed": 0, "faults": want, "poisoned": 1}
     assert bench.state(context) == poisoned
     assert bench.untouched(records), "a failed finalize wrote host records"

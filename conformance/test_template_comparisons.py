@@ -168,7 +168,8 @@ CONTRACT_GUARDED = {
     ("v2", "mmvq"): {"kind": "an MMVQ template is GEMM", "batch": "MMVQ batch is 1",
                      "attention_group_present": "an MMVQ launch belongs to no attention group",
                      "attention_stage": "an MMVQ launch has no attention stage"},
-    ("v2", "attention"): {"quantization": "attention is not quantized", "layer_present": "an attention stage has a layer",
+    ("v2", "attention"): {"quantization": "attention is not quantized",
+                          "layer_present": "an attention stage has a layer",
                           "attention_group_present": "an attention stage belongs to its group"},
     ("v1", "mmvq"): {"batch": "MMVQ batch is 1"},
 }

@@ -1,8 +1,9 @@
 """The controlling process: what the run certifies, what had to pass, what was reported, the certificate.
 
-Registered as a plugin in the process that runs the session (xdist's controller, or the only
-process without xdist), as xdist's DSession is. Before any worker starts it resolves the runtime
-build and the model once, checks them in one line each and hands them to every worker
+Registered as a plugin by plugin.pytest_configure in the process that runs the session (xdist's
+controller, or the only process without xdist), never in a worker, as xdist's DSession is; it
+drives this process's PalwSession (session.py) and imports nothing from it. Before any worker
+starts it resolves the runtime build and the model once, checks them in one line each and hands them to every worker
 (runtime/resolve.py); before any case runs it reads the expected inventory from the suite's
 sources; it then receives every case report (the workers' too) and every worker's facts, and at
 the end builds the certificate once: the verdict is a join of the inventory with the reports
@@ -17,16 +18,15 @@ from pathlib import Path
 import pytest
 
 from pytest_palw import options as opts
-from pytest_palw import paths
 from pytest_palw.certificate import Certificate, discard
 from pytest_palw.certificate import inventory as inventories
 from pytest_palw.certificate.facts import absent_tool_reasons, pytest_statement
-from pytest_palw.errors import PalwError
+from pytest_palw.errors import PalwError, or_exit
 from pytest_palw.runtime.kernel_digest import parse_kernel_digest
 from pytest_palw.runtime.library import require_palw_library, require_undamaged
 from pytest_palw.runtime.load_probe import LoadProbe
-from pytest_palw.selection import argument_path, golden_recording_reasons, partial_run_reasons, run_mode_reasons
-from pytest_palw.session import HANDED_MANIFEST, HANDED_MODEL, HANDED_RUNTIME_LINE, or_exit
+from pytest_palw.runtime.resolve import Handover
+from pytest_palw.selection import golden_recording_reasons, partial_run_reasons, reaches_suite, run_mode_reasons
 from pytest_palw.tiers import tier_of
 
 
@@ -39,6 +39,7 @@ class Controller:
         self.stop_message: str | None = None  # pytest.exit's or Ctrl-C's, as pytest reported it
         self.load_probe: LoadProbe | None = None
         self.preflight_failed = False
+        self.handover: Handover | None = None  # what preflight resolved, for every worker
         chosen = session.option("palw_certificate")
         self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
         # Again (plugin.pytest_load_initial_conftests did it for the command line, the environment
@@ -48,16 +49,7 @@ class Controller:
 
     def requested(self) -> bool:
         """Does this run reach the conformance suite (or name a PALW option)?"""
-        config = self.config
-        if opts.explicitly_set(config):
-            return True
-        args = config.args or []
-        suite = paths.CONFORMANCE_DIR
-        for arg in args:
-            target = argument_path(arg, config.invocation_params.dir, config.option.pyargs)
-            if target == suite or suite in target.parents or target in suite.parents:
-                return True
-        return not args and Path(config.rootpath) == suite.parent
+        return opts.explicitly_set(self.config) or reaches_suite(self.config)
 
     # -- before any worker starts: what the run certifies, resolved once -------------------------------
     def pytest_sessionstart(self, session) -> None:
@@ -83,16 +75,14 @@ class Controller:
         require_undamaged(build)
         self.load_probe = LoadProbe(build.location, palw.resolved_model.path)
         palw.mark("probe_started")
+        self.handover = Handover(str(build.location), palw.runtime_line,
+                                 palw.resolved_model)
 
     @pytest.hookimpl(optionalhook=True)  # xdist's: `-p no:xdist` must still work
     def pytest_configure_node(self, node) -> None:
         """Every worker runs the build and the model resolved here (the session's, unchanged)."""
-        palw = self.palw
-        if "build" in palw.__dict__:
-            node.workerinput[HANDED_MANIFEST] = str(palw.build.location)
-            node.workerinput[HANDED_RUNTIME_LINE] = palw.runtime_line
-        if "resolved_model" in palw.__dict__:
-            node.workerinput[HANDED_MODEL] = palw.resolved_model.to_wire()
+        if self.handover is not None:
+            node.workerinput.update(self.handover.to_wire())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session):
@@ -209,9 +199,9 @@ class Controller:
         resolve time) is the certificate's; a cached synthetic model whose bytes are not what its
         generator wrote is removed (the next run makes it again), said in one line."""
         model = self.certificate.facts.get("model")
-        if "resolved_model" not in self.palw.__dict__ or not isinstance(model, dict):
+        if self.handover is None or self.handover.model is None or not isinstance(model, dict):
             return
-        resolved = self.palw.resolved_model
+        resolved = self.handover.model
         try:
             model["sha256"] = resolved.sha256
         except PalwError as error:

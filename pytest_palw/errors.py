@@ -1,6 +1,16 @@
 """Errors a user can act on: each message names the cause and the fix, in one line."""
 
 
+def or_exit(step):
+    """``step()``; a PalwError stops the pytest session with its one line and exit code."""
+    import pytest
+
+    try:
+        return step()
+    except PalwError as error:
+        pytest.exit(f"palw: {error}", returncode=error.exit_code)
+
+
 class PalwError(Exception):
     """Base class. ``str(error)`` is one line: what went wrong, then how to fix it."""
 

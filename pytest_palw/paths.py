@@ -9,7 +9,7 @@ asset                             in the checkout   installed from a wheel (site
 the conformance suite             ``conformance/``  ``pytest_palw/conformance/``
 seed patch, ``overlays/``         ``patches/``      ``pytest_palw/patches/``
 native runtime, ``SPEC.md``       ``native/``       ``pytest_palw/native/``
-recipes, launch table, goldens    ``fixtures/``     ``pytest_palw/fixtures/``  
+recipes, launch table, goldens    ``fixtures/``     ``pytest_palw/fixtures/``
 ================================  ================  ===========================================
 
 An asset is found where Python imports its package from: a wheel installs it inside

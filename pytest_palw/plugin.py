@@ -1,22 +1,79 @@
-"""pytest-palw: hooks only, each handing over to the process's PalwSession (session.py); the
-controlling process also registers a Controller (controller.py) with hooks of its own (resolving
-what the run certifies, handing it to the workers, the inventory, the reports, the certificate)."""
+"""pytest-palw: hooks only, each handing over to the process's PalwSession (session.py); outside
+xdist's workers a Controller (controller.py) is registered beside it with hooks of its own
+(resolving what the run certifies, handing it to the workers, the inventory, the reports, the
+certificate), as xdist registers its DSession only in the controlling process.
+
+Installed, this module is loaded by every pytest run of the environment, so it imports only what
+registering the options and the markers needs. The session, the runtime and the certificate load
+when a run uses the suite: a PALW option given or a run that reaches the suite (at configure), a
+collected case of the suite, a case with a PALW mark or fixture, or a fixture asking for the
+session. Any other run pays for a few small modules."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_palw import options
-from pytest_palw.session import PalwSession
+from pytest_palw.marks import LAUNCH_MARK
+from pytest_palw.tiers import TIER_MEANINGS, TIERS
+
+if TYPE_CHECKING:
+    from pytest_palw.session import PalwSession
 
 pytest_plugins = ["pytest_palw.pytest_fixtures"]
 
-_KEY = pytest.StashKey[PalwSession]()
+_KEY = pytest.StashKey["PalwSession"]()
+_CONTROLLER = pytest.StashKey[object]()  # controller.Controller, outside the workers only
+PALW_MARKS = tuple(f"palw_{tier}" for tier in TIERS) + (LAUNCH_MARK,)
 
 
 def palw_session(config) -> PalwSession:
-    """This process's PalwSession (the fixtures' and palw certify's way in)."""
-    return config.stash[_KEY]
+    """This process's PalwSession (the fixtures' and palw certify's way in), started on first need."""
+    session = config.stash.get(_KEY, None)
+    return session if session is not None else start(config)
+
+
+def started(config) -> PalwSession | None:
+    """The session if this run uses the suite so far, else None (and nothing heavy imported)."""
+    return config.stash.get(_KEY, None)
+
+
+def start(config) -> PalwSession:
+    """The full session of this process; outside xdist's workers also the Controller."""
+    from pytest_palw.session import PalwSession
+
+    session = config.stash[_KEY] = PalwSession(config)
+    session.configure()
+    if not is_worker(config):
+        from pytest_palw.controller import Controller
+
+        controller = config.stash[_CONTROLLER] = Controller(session)
+        config.pluginmanager.register(controller, "palw-controller")
+    return session
+
+
+def is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def uses_suite(config) -> bool:
+    """Known at configure: a PALW option given, a certificate named (even in an ini file), or
+    arguments that reach the suite."""
+    from pytest_palw.selection import reaches_suite
+
+    return (options.explicitly_set(config) or options.resolve(config, "palw_certificate") is not None
+            or reaches_suite(config))
+
+
+def needs_session(items) -> bool:
+    """A collected case of the suite, or one with a PALW mark or fixture."""
+    from pytest_palw.selection import in_suite
+
+    return any(in_suite(item.path) or any(item.get_closest_marker(name) for name in PALW_MARKS)
+               or any(name.startswith("palw_") for name in getattr(item, "fixturenames", ()))
+               for item in items)
 
 
 def pytest_addoption(parser):
@@ -43,21 +100,27 @@ def pytest_cmdline_main(config):
 
 
 def close(config, status, error=None) -> int | None:
-    """The controller's final verdict and write; a process that never configured (a usage error) or
-    a worker has nothing to close. An exit status when the certificate could not be written."""
-    session = config.stash.get(_KEY, None)
-    if session is not None and session.controller is not None:
-        return session.controller.close(status, error)
+    """The controller's final verdict and write; a process that never configured (a usage error),
+    that did not use the suite, or a worker has nothing to close. An exit status when the
+    certificate could not be written."""
+    controller = config.stash.get(_CONTROLLER, None)
+    if controller is not None:
+        return controller.close(status, error)
     return None
 
 
 def pytest_configure(config):
-    config.stash[_KEY] = PalwSession(config)
-    palw_session(config).configure()
+    for tier, meaning in TIER_MEANINGS.items():
+        config.addinivalue_line("markers", f"palw_{tier}: {meaning}")
+    config.addinivalue_line("markers", f"{LAUNCH_MARK}(label, stream='v2'): the case is about the launch "
+                            "at its `index` parameter (the certificate's launch map)")
+    if uses_suite(config):
+        start(config)
 
 
 def pytest_sessionstart(session):
-    palw_session(session.config).mark("session_start")
+    if (palw := started(session.config)) is not None:
+        palw.mark("session_start")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -65,43 +128,53 @@ def pytest_runtestloop(session):
     try:
         return (yield)
     finally:
-        palw_session(session.config).mark("loop_done")  # before any plugin's finishing work
+        if (palw := started(session.config)) is not None:
+            palw.mark("loop_done")  # before any plugin's finishing work
 
 
 def pytest_collection_modifyitems(config, items):
-    palw_session(config).mark_tiers(items)
+    if started(config) is not None or needs_session(items):
+        palw_session(config).mark_tiers(items)
 
 
 def pytest_collection_finish(session):
-    palw_session(session.config).mark("collected")
+    if (palw := started(session.config)) is not None:
+        palw.mark("collected")
 
 
 def pytest_deselected(items):
-    if items:
+    if items and (started(items[0].config) is not None or needs_session(items)):
         palw_session(items[0].config).count_deselected(items)
 
 
 def pytest_runtest_setup(item):
-    palw_session(item.config).setup_case(item)
+    if (palw := started(item.config)) is not None:
+        palw.setup_case(item)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_call(item):
-    with palw_session(item.config).witness(item):
+    palw = started(item.config)
+    if palw is None:
+        return (yield)
+    with palw.witness(item):
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    palw_session(item.config).attest(item, report)
+    if (palw := started(item.config)) is not None:
+        palw.attest(item, report)
     return report
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item):
-    palw_session(item.config).mark("last_case_end", first=False)
+    if (palw := started(item.config)) is not None:
+        palw.mark("last_case_end", first=False)
 
 
 def pytest_sessionfinish(session):
-    palw_session(session.config).worker_finish(session)
+    if (palw := started(session.config)) is not None:
+        palw.worker_finish(session)

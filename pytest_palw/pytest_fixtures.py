@@ -1,12 +1,19 @@
-"""The plugin's fixtures. Heavy objects are per process (one model per xdist worker)."""
+"""The plugin's fixtures. Heavy objects are per process (one model per xdist worker).
+
+Registered in every run of an environment with the plugin installed: the runtime driver is
+imported by a fixture's body, when a case asks for it."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from pytest_palw.runtime.caller import TraceCaller, candidate_table
-from pytest_palw.runtime.run import run_trace
-from pytest_palw.session import handed, or_exit
+from pytest_palw.errors import or_exit
+from pytest_palw.handed import handed
+
+if TYPE_CHECKING:
+    from pytest_palw.runtime.caller import TraceCaller
 
 
 @pytest.fixture(scope="session")
@@ -77,6 +84,8 @@ def palw_caller(palw_session, palw_runtime, palw_discovery):
     (index, function) that alters the template approved at that index (TraceCaller).
     """
 
+    from pytest_palw.runtime.caller import TraceCaller, candidate_table
+
     tables = {}  # version -> the discovered candidates' C table, made once
 
     def make(version: int = 2, reject_index: int | None = None, candidates=None, change=None) -> TraceCaller:
@@ -93,6 +102,8 @@ def palw_caller(palw_session, palw_runtime, palw_discovery):
 
 
 def _positive_run(palw_session, palw_model, palw_caller, version: int):
+    from pytest_palw.runtime.run import run_trace
+
     context = palw_model.context()
     try:
         run = run_trace(context, palw_caller(version=version), palw_session.token, keep_logits=True)

@@ -38,6 +38,17 @@ def argument_path(arg: str, invocation_dir, pyargs: bool = False) -> Path:
     return (Path(invocation_dir) / name).resolve()
 
 
+def reaches_suite(config) -> bool:
+    """Do this run's arguments (the command line's, else the ini's testpaths) reach the conformance suite?"""
+    args = config.args or []
+    suite = paths.CONFORMANCE_DIR
+    for arg in args:
+        target = argument_path(arg, config.invocation_params.dir, config.option.pyargs)
+        if target == suite or suite in target.parents or target in suite.parents:
+            return True
+    return not args and Path(config.rootpath) == suite.parent
+
+
 def partial_run_reasons(args: Iterable[str], deselected: int, ran_case_ids: Iterable[str],
                         invocation_dir=".", pyargs: bool = False) -> list[str]:
     """Why this run may not cover the whole suite, as far as its arguments tell. The verdict joins

@@ -4,8 +4,9 @@ and each xdist worker alike; xdist's remote.py side).
 It holds what this process needs and states: the runtime build and the model the controller
 resolved and handed over (runtime/resolve.py), loaded lazily (a unit test that uses no PALW
 fixture never loads a runtime); the tiers a case can run in; the witness that a case's body ran;
-this process's facts. The controlling process also has a Controller (controller.py: resolving,
-the inventory, the reports, the certificate).
+this process's facts. Outside the workers plugin.py registers a Controller beside it
+(controller.py: resolving, the inventory, the reports, the certificate), which this module never
+imports.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pytest_palw.build.choice import PALW_DEFAULT_PIN
 from pytest_palw.cache import remembered_sha256
 from pytest_palw.certificate.facts import brought_statement, kernel_digest_statement, runtime_statement
 from pytest_palw.certificate.inventory import witness_id
-from pytest_palw.errors import PalwError
+from pytest_palw.errors import PalwError, or_exit
+from pytest_palw.handed import HANDED
 from pytest_palw.marks import LAUNCH_MARK, launch_family
 from pytest_palw.runtime.caller import DIGEST_NAMES
 from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices, worker_number
@@ -35,35 +37,21 @@ from pytest_palw.runtime.gpu_share import slots_for
 from pytest_palw.runtime.kernel_digest import KernelDigest, MappedDigests, kernel_digest
 from pytest_palw.runtime.brought import ORIGIN_BUILD
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
-from pytest_palw.runtime.resolve import ResolvedModel, choose_build, resolve_model
+from pytest_palw.runtime.resolve import Handover, ResolvedModel, choose_build, resolve_model
 from pytest_palw.selection import in_suite
-from pytest_palw.tiers import TIER_MEANINGS, TIERS, tier_of
+from pytest_palw.tiers import TIERS, tier_of
 
 _BODY = pytest.StashKey[str]()  # the suite function whose body ran to its end in this call
 # Every entry of the case's suite function body in this process (kept across reruns of its protocol):
 # None, or the name of the exception that left that entry.
 _ENTRIES = pytest.StashKey[list]()
 _SWAPPED = pytest.StashKey[set]()  # plugin fixtures whose value the body received was not the plugin's
-# The objects the plugin's own fixture functions returned in this process, by fixture name and id:
-# what a case must receive (identity). A generator fixture's value leaves at its teardown.
-HANDED: dict[str, dict[int, object]] = {}
-# workerinput keys: what the controller resolved, handed to each worker (controller.pytest_configure_node)
-HANDED_MANIFEST, HANDED_RUNTIME_LINE, HANDED_MODEL = "palw_manifest", "palw_runtime_line", "palw_model"
-
-
-def or_exit(step):
-    """``step()``; a PalwError stops the session with its one line and exit code."""
-    try:
-        return step()
-    except PalwError as error:
-        pytest.exit(f"palw: {error}", returncode=error.exit_code)
 
 
 class PalwSession:
     def __init__(self, config):
         self.config = config
         self.worker_id = config.workerinput["workerid"] if hasattr(config, "workerinput") else None
-        self.controller = None  # controller.Controller, in the controlling process
         self.notes: dict = {}
         self.fingerprints: dict = {}
         self.kernel_infos: dict = {}
@@ -74,8 +62,8 @@ class PalwSession:
         self.deselected = 0  # conformance cases this process's collection deselected
         # Wall-clock moments of this process (benchmarks/bench_certify.py draws the timeline).
         self.timeline: dict[str, float] = {"process_start": process_start_time(), "configured": time.time()}
-        self.handed: dict = dict(getattr(config, "workerinput", {}))  # what the controller resolved
-        self.runtime_line: str | None = self.handed.get(HANDED_RUNTIME_LINE)
+        self.handed = Handover.from_wire(getattr(config, "workerinput", {}))  # what the controller resolved
+        self.runtime_line: str | None = self.handed.runtime_line
         self.last_call: tuple | None = None  # (report, item) of the last call attested here
 
     def option(self, dest: str) -> str | None:
@@ -83,19 +71,10 @@ class PalwSession:
 
     # -- the plugin's hooks (plugin.py) hand over to these ----------------------------
     def configure(self) -> None:
-        for tier, meaning in TIER_MEANINGS.items():
-            self.config.addinivalue_line("markers", f"palw_{tier}: {meaning}")
-        self.config.addinivalue_line("markers", f"{LAUNCH_MARK}(label, stream='v2'): the case is about the launch "
-                                     "at its `index` parameter (the certificate's launch map)")
         self.gpu_slots  # noqa: B018 - a wrong count is a usage error now, not in the first case
         self.config.pluginmanager.register(_Restamp(self), "palw-restamp")
         if self.worker_id is not None:
             self.device_assignment = assign_worker_device(self.worker_id, self.option("palw_device"))
-            return
-        from pytest_palw.controller import Controller
-
-        self.controller = Controller(self)
-        self.config.pluginmanager.register(self.controller, "palw-controller")
 
     def mark_tiers(self, items) -> None:
         """Every case of the conformance suite counts for the certificate: cpu tier unless marked;
@@ -198,12 +177,11 @@ class PalwSession:
     # -- what this process runs: handed by the controller, else resolved here on first use ----------
     @cached_property
     def resolved_model(self) -> ResolvedModel:
-        handed = self.handed.get(HANDED_MODEL)
-        return ResolvedModel.from_wire(handed) if handed else resolve_model(self.option("palw_model"))
+        return self.handed.model or resolve_model(self.option("palw_model"))
 
     @cached_property
     def build(self) -> RuntimeBuild:
-        location = self.handed.get(HANDED_MANIFEST) or self.option("palw_lib")  # a worker runs what was checked
+        location = self.handed.manifest or self.option("palw_lib")  # a worker runs what was checked
         build, line = choose_build(location, None if location else visible_devices(), self.option("palw_build"),
                                    self.option("palw_tools"), self.option("palw_runtime_headers"),
                                    self.option("palw_hook_sha256"))
@@ -234,7 +212,7 @@ class PalwSession:
     @cached_property
     def model(self) -> Model:
         resolved = self.resolved_model  # a wrong model stops in one line before it is loaded
-        if self.handed.get(HANDED_MODEL) and resolved.changed():
+        if self.handed.model and resolved.changed():
             # each case that needs the model errors with this line (stopping a worker would stop xdist)
             raise AssertionError(f"{resolved.path} changed since the controller checked it (size, mtime or "
                                  "inode): keep the model file unchanged while the suite runs")
@@ -335,7 +313,7 @@ class PalwSession:
         self.mark("finished")
         return {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                 "assigned_device": self.device_assignment, "timeline": dict(self.timeline),
-                "model_resolved": ("handed by the controller" if self.handed.get(HANDED_MODEL) else
+                "model_resolved": ("handed by the controller" if self.handed.model else
                                    "here" if "resolved_model" in self.__dict__ else None),
                 "optimize": sys.flags.optimize, "foreign_fixtures": sorted(self.foreign_fixtures)}
 
@@ -378,31 +356,6 @@ class _Restamp:
             stamp(last[1], report)
 
 
-def handed(function):
-    """A fixture function of the plugin (pytest_fixtures.py) whose every returned or yielded object
-    is remembered in HANDED: the witness checks a case received that very object."""
-    values = HANDED.setdefault(function.__name__, {})
-    if inspect.isgeneratorfunction(function):
-        @functools.wraps(function)
-        def generator(*args, **kwargs):
-            steps = function(*args, **kwargs)
-            value = next(steps)
-            values[id(value)] = value
-            try:
-                yield value
-            finally:
-                values.pop(id(value), None)
-            yield from steps  # the fixture's own teardown
-
-        return generator
-
-    @functools.wraps(function)
-    def returning(*args, **kwargs):
-        value = function(*args, **kwargs)
-        values[id(value)] = value
-        return value
-
-    return returning
 
 
 def trusted_fixture_roots() -> tuple[Path, ...]:

@@ -1,5 +1,6 @@
 """Fixtures the test packages under tests/ share: the `palw` CLI in a child process, this host's
-cached CPU build (or a skip), a private pytest-palw cache, and the verified sdist.
+cached CPU build (or a skip), a private pytest-palw cache, the verified sdist, a fake llama.cpp
+tree, the host ABI and an older CERTIFIED certificate a run must not leave standing.
 
 Kept apart on purpose (each says why where it lives): tests/plugin's autouse fixture pins
 $PALW_CACHE_DIR to the *shared* cache for pytester's fresh HOME; tests/fixtures/models' model cache
@@ -9,6 +10,7 @@ build the CPU runtime when it is missing instead of skipping.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -57,3 +59,38 @@ def sdist_source():
     from pytest_palw.build.source import locate_source, materialize
 
     return materialize(locate_source(None))
+
+
+@pytest.fixture(scope="session")
+def fake_llama_tree():
+    """``fake_llama_tree(root)``: the few files that make ``root`` a llama.cpp tree (one line each)."""
+
+    def make(root: Path) -> Path:
+        for name in ("CMakeLists.txt", "include/llama.h", "ggml/CMakeLists.txt", "src/llama.cpp"):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(f"// {name}\n")
+        return root
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def abi():
+    """The host ABI: the PALW header and the native codec compiled for this host (cffi)."""
+    from pytest_palw.runtime.binding.hostabi import load_host_abi
+
+    return load_host_abi()
+
+
+@pytest.fixture(scope="session")
+def stale_certificate():
+    """``stale_certificate(path)``: an older CERTIFIED certificate at ``path`` and its page beside it."""
+    from pytest_palw.certificate import page_path
+
+    def write(path: Path) -> Path:
+        certified = {"schema": "pytest-palw.certificate", "verdict": {"certified": True, "reasons": []}}
+        path.write_text(json.dumps(certified))
+        page_path(path).write_text("<p>CERTIFIED</p>\n")
+        return path
+
+    return write

@@ -1,9 +1,9 @@
 """What a certification would otherwise prepare on its first run, prepared by `palw build --model SPEC`.
 
-Measured on a fresh H200 (issue 23): the first `palw certify --model profile:full -n 8` took 58.6 s,
-a second 35.5 s. The difference is first-use work: the model's synthesis (18 s, before pytest starts),
-this build's cffi binding (~11 s, which the controller's load probe waits for) and llama.cpp's
-test-backend-ops (~30 s inside the first GPU case). `palw build --model SPEC` starts the model (its
+A first `palw certify` is slower than the next by its first-use work: the model's synthesis (before
+pytest starts), this build's cffi binding (which the controller's load probe waits for) and
+llama.cpp's test-backend-ops (inside the first GPU case); benchmarks/RESULTS.md has the figures.
+`palw build --model SPEC` starts the model (its
 synthesis, profile check and sha256, as `palw certify` resolves it) beside the compile, and the two
 compiles as soon as the libraries exist, each in a child process, all at once; each prints one line.
 """

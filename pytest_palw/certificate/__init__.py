@@ -11,9 +11,13 @@ import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_palw import __version__
 from pytest_palw.certificate.verdict import KNOWN_CATEGORIES, RunFacts, judge
+
+if TYPE_CHECKING:
+    from pytest_palw.certificate.inventory import Inventory
 
 SCHEMA_NAME = "pytest-palw.certificate"
 SCHEMA_VERSION = 2  # 2: the expected inventory, the suite digest, per-phase outcomes
@@ -105,7 +109,7 @@ def _short(value) -> str:
 
 @dataclass
 class Certificate:
-    inventory: object | None = None  # inventory.Inventory, built before any case runs
+    inventory: Inventory | None = None  # built before any case runs
     suite: dict | None = None  # inventory.suite_digest()
     cases: dict[str, CaseResult] = field(default_factory=dict)  # by case id
     facts: dict = field(default_factory=dict)  # runtime, model, token, fingerprints, ...
@@ -148,7 +152,7 @@ class Certificate:
     def summary(self) -> dict:
         """pytest's own counts for the suite's cases (a case passing its call and erroring in
         teardown counts once in each, as pytest counts it), and the cases that never finished."""
-        counts = {"collected": len(self.cases)}
+        counts: dict[str, float] = {"collected": len(self.cases)}
         for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
             counts[outcome] = sum(c.categories.count(outcome) for c in self.cases.values())
         counts["incomplete"] = sum(1 for c in self.cases.values() if c.outcome == "incomplete")
@@ -205,6 +209,8 @@ class Certificate:
         from pytest_palw.certificate.html import render
         from pytest_palw.files import FileWriteError, write_whole
 
+        if self.document is None:
+            raise ValueError("the certificate is written after finish()")
         path = Path(path)
         page = page_path(path)
         try:

@@ -96,7 +96,7 @@ def _fingerprints(old: dict, new: dict) -> list[Difference]:
 
 
 def _fact(document: dict, path: str):
-    value = document
+    value: dict | None = document
     for part in path.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return value

@@ -28,6 +28,8 @@ _RANK = ("passed", "skipped", "failed")  # _outcome's values, better first
 FAILED = ("failed", "error", "xpassed", "xfailed")  # case outcomes of a claim that did not hold
 SMOKE_CASE = ("test_positive_trace.py", "test_fingerprint_equals_seed_smoke")
 _NODE = re.compile(r"(?:^|/)(test_\w+\.py)::(\w+)(?:\[(.*)\])?$")
+_PRESENT: dict[object, str] = {True: "present", False: "absent"}
+_OK: dict[object, str] = {True: "ok", False: "NOT ok"}
 
 
 def _parse(nodeid: str):
@@ -50,7 +52,7 @@ def _launch_table(model: dict | None):
     fields = (model or {}).get("profile") or {}
     if all(fields.get(name) for name in ("n_embd", "n_ff", "n_vocab")):
         widths = {name: fields[name] for name in ("n_embd", "n_ff", "n_vocab")}  # the pinned topology's table
-        profile = Profile(Path(model.get("path") or "model.gguf").name, **widths)
+        profile = Profile(Path((model or {}).get("path") or "model.gguf").name, **widths)
     return expected_launches(profile)
 
 
@@ -159,7 +161,7 @@ def _runtime_facts(document: dict) -> list[tuple[str, object]]:
              ("variant", runtime.get("variant")),
              ("pinned cc", pin if pin is not None else "none (not a CUDA runtime)"),
              ("pin", runtime.get("pin")), ("chosen by", runtime.get("chosen_by")),
-             ("CUDA trace procs", {True: "present", False: "absent"}.get(runtime.get("has_cuda_trace"))),
+             ("CUDA trace procs", _PRESENT.get(runtime.get("has_cuda_trace"))),
              ("cuda arch", manifest.get("cuda_arch")),
              ("llama.cpp", sdist and f"{sdist.get('name')} {sdist.get('version')} sdist"),
              ("seed patch", applied.get("seed_patch") or (inputs.get("seed_patch") or {}).get("sha256")),
@@ -167,7 +169,7 @@ def _runtime_facts(document: dict) -> list[tuple[str, object]]:
              ("native producer", (runtime.get("producer") or {}).get("sha256") or (inputs.get("native") or {}).get("sha256")),
              ("toolchain", {name: version for name, version in
                             (runtime.get("toolchain") or manifest.get("tools") or {}).items() if version}),
-             ("C++ runtime", {True: "ok", False: "NOT ok"}.get(cxx_ok, cxx_ok)),
+             ("C++ runtime", _OK.get(cxx_ok, cxx_ok)),
              ("library", runtime.get("lib_dir")), ("build key", manifest.get("key")),
              ("built", manifest.get("created")),
              ("library sha256 (mapped)", observed.get("libraries")),

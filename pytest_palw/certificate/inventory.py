@@ -27,7 +27,7 @@ import pytest
 
 from pytest_palw import __version__, paths
 from pytest_palw.cache import sha256_bytes, sha256_file, tree_digest
-from pytest_palw.marks import LAUNCH_MARK, STREAM_INDICES, launch_family
+from pytest_palw.marks import LAUNCH_MARK, launch_family, stream_indices
 from pytest_palw.tiers import EXEMPT, tier_of
 
 SUITE_PREFIX = "conformance/"  # the inventory names cases as a checkout's node ids do
@@ -182,7 +182,7 @@ def _launch_family(marks, where: str) -> tuple[str, str] | None:
     except ValueError as error:
         raise InventoryError(f"{where}: {error}") from None
     indices = [list(mark.args[1]) for mark in marks if mark.name == "parametrize" and mark.args[0] == "index"]
-    if len(launch_marks) > 1 or indices != [list(STREAM_INDICES[stream])]:
+    if len(launch_marks) > 1 or indices != [list(stream_indices(stream))]:
         raise InventoryError(f"{where}: a palw_launch case takes one `index` parameter over its stream's "
                              "launches: mark it with marks.each_launch only")
     return label, stream
@@ -192,6 +192,8 @@ def _load(path: Path):
     """Execute the module under a private name (pytest imports it again under its own)."""
     name = f"_palw_inventory_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise InventoryError(f"{path.name} cannot be imported (no module spec): name the suite's .py files")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and typing look a class's module up while it is made
     try:

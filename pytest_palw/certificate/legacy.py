@@ -29,12 +29,12 @@ def launches_from_ids(cases: list[dict], launches) -> list[tuple[dict, dict]]:
     found = []
     for case in cases:
         match = _NODE.search(case.get("id") or case["nodeid"])
-        kind = INDEX_CASES.get(match.group(1, 2)) if match else None
-        if kind is None:
+        kind = INDEX_CASES.get((match.group(1), match.group(2))) if match else None
+        if match is None or kind is None:
             continue
         label, stream = kind
-        index = int(match.group(3))
+        index: int | None = int(match.group(3))
         if stream == "v1":
-            index = mmvq[index] if index < len(mmvq) else None
+            index = mmvq[position] if (position := int(match.group(3))) < len(mmvq) else None
         found.append((case, {"index": index, "label": label, "stream": stream}))
     return found

@@ -1,9 +1,8 @@
 """How many processes of this machine drive one GPU at once.
 
-Measured on an H200 (benchmarks/bench_contention.sh, one reject case in a loop per process): one
-process 15-19 ms a case, two 16-30 ms each, four ~120 ms each, eight ~250 ms each. Beyond two, the
-processes' CUDA contexts are time-sliced and the GPU serves ~35 cases/s instead of ~90-150, so more
-xdist workers made the GPU tier slower. A process therefore holds one of ``count`` machine-wide
+Beyond a few processes, their CUDA contexts are time-sliced and a GPU serves fewer cases per second
+than with two (benchmarks/bench_contention.sh; figures in benchmarks/RESULTS.md), so more xdist
+workers made the GPU tier slower. A process therefore holds one of ``count`` machine-wide
 slots while it has a live llama context (the context's creation, decode and free are the GPU work
 of a case); the model's weights stay loaded outside it. The slots are OS file locks: a process
 that dies frees its slot. Within a process the slot is counted (one object per slot directory), so

@@ -71,6 +71,34 @@ def file_stamp(path: Path) -> tuple:
     return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
+# xdist's workerinput keys of what the controller resolved and hands to each worker
+HANDED_MANIFEST, HANDED_RUNTIME_LINE, HANDED_MODEL = "palw_manifest", "palw_runtime_line", "palw_model"
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What the controller resolved (Controller.preflight), as a worker receives it."""
+
+    manifest: str | None = None  # the build's palw-manifest.json, or a brought runtime's libraries
+    runtime_line: str | None = None  # why that build was chosen (choose_build's line)
+    model: ResolvedModel | None = None
+
+    def to_wire(self) -> dict:
+        """The workerinput entries (plain values: execnet carries dicts, lists, strings and numbers)."""
+        wire: dict = {}
+        if self.manifest:
+            wire[HANDED_MANIFEST], wire[HANDED_RUNTIME_LINE] = self.manifest, self.runtime_line
+        if self.model is not None:
+            wire[HANDED_MODEL] = self.model.to_wire()
+        return wire
+
+    @classmethod
+    def from_wire(cls, workerinput: dict) -> "Handover":
+        model = workerinput.get(HANDED_MODEL)
+        return cls(workerinput.get(HANDED_MANIFEST), workerinput.get(HANDED_RUNTIME_LINE),
+                   ResolvedModel.from_wire(model) if model else None)
+
+
 def resolve_model(spec: str) -> ResolvedModel:
     """``profile:NAME`` (synthesized once into the model cache) or a GGUF path; ModelProfileError in
     one line unless the file has the pinned profile."""

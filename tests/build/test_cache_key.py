@@ -57,17 +57,10 @@ def test_build_dir_name():
 
 # -- the key as make_plan computes it from real files -------------------------------------
 
-def _tree(root):
-    for name in ("CMakeLists.txt", "include/llama.h", "ggml/CMakeLists.txt", "src/llama.cpp"):
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(f"// {name}\n")
-    return root
-
-
 @pytest.fixture
-def inputs(tmp_path):
+def inputs(tmp_path, fake_llama_tree):
     """A fake llama.cpp tree, native runtime and overlay dir: make_plan needs no network for them."""
-    tree = _tree(tmp_path / "llama.cpp")
+    tree = fake_llama_tree(tmp_path / "llama.cpp")
     native = tmp_path / "native"
     native.mkdir()
     (native / "palw_cuda_llama_mmvq.h").write_text("#pragma once\n")

@@ -24,13 +24,6 @@ from pytest_palw.cache import tree_digest
 from pytest_palw.errors import SourceError
 
 
-def _tree(root):
-    for name in ("CMakeLists.txt", "include/llama.h", "ggml/CMakeLists.txt", "src/llama.cpp"):
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(f"// {name}\n")
-    return root
-
-
 def _marker(tree):
     return {"schema": MARKER_SCHEMA, "version": 1, "seed_patch": {}, "overlays": [],
             "tree_sha256": tree_digest(tree), "pruned": []}
@@ -43,8 +36,8 @@ def test_a_random_file_is_not_a_source(tmp_path):
         locate_source(junk)
 
 
-def test_archive_is_reproducible_and_marker_first(tmp_path):
-    tree = _tree(tmp_path / "llama.cpp")
+def test_archive_is_reproducible_and_marker_first(tmp_path, fake_llama_tree):
+    tree = fake_llama_tree(tmp_path / "llama.cpp")
     (tree / "run.sh").write_text("#!/bin/sh\n")
     (tree / "run.sh").chmod(0o755)
     first, second = tmp_path / "a.tar.gz", tmp_path / "b.tar.gz"
@@ -60,8 +53,8 @@ def test_archive_is_reproducible_and_marker_first(tmp_path):
     assert next(m for m in members if m.name.endswith("run.sh")).mode == 0o755
 
 
-def test_archive_round_trip_and_damage(tmp_path, private_cache):
-    tree = _tree(tmp_path / "llama.cpp")
+def test_archive_round_trip_and_damage(tmp_path, private_cache, fake_llama_tree):
+    tree = fake_llama_tree(tmp_path / "llama.cpp")
     good = tmp_path / "good.tar.gz"
     archive.write_archive(good, _marker(tree), tree, None)
     ref = locate_source(good)
@@ -76,9 +69,9 @@ def test_archive_round_trip_and_damage(tmp_path, private_cache):
         materialize(locate_source(damaged))
 
 
-def test_an_extracted_archive_directory_is_a_palw_source(tmp_path):
+def test_an_extracted_archive_directory_is_a_palw_source(tmp_path, fake_llama_tree):
     root = tmp_path / "palw-source"
-    tree = _tree(root / "llama.cpp")
+    tree = fake_llama_tree(root / "llama.cpp")
     (root / MARKER_NAME).write_text(json.dumps(_marker(tree)))
     ref = locate_source(root)
     assert ref.kind == "palw-source" and ref.sha256 == tree_digest(tree)

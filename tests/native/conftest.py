@@ -1,14 +1,7 @@
-"""Fixtures of the native host tests: the compiled host ABI and launch templates."""
+"""Fixtures of the native host tests: launch templates over the host ABI (tests/conftest.py)."""
 
 import pytest
 from native_templates import Templates
-
-from pytest_palw.runtime.binding.hostabi import load_host_abi
-
-
-@pytest.fixture(scope="session")
-def abi():
-    return load_host_abi()
 
 
 @pytest.fixture(scope="session")

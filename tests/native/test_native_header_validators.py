@@ -300,8 +300,9 @@ def _attention_kernel_info(abi, stage):
     info.abi_version = lib.PALW_CUDA_LLAMA_ATTENTION_KERNEL_INFO_ABI_VERSION_V1
     info.struct_size = ffi.sizeof("palw_cuda_llama_attention_kernel_info_v1")
     info.attention_stage = stage
-    info.work_tensor_type = lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F32 if stage == SOFTMAX else lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F16
-    info.mask_tensor_type = lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F32 if stage == SOFTMAX else lib.PALW_CUDA_LLAMA_TENSOR_TYPE_NONE
+    softmax = stage == SOFTMAX
+    info.work_tensor_type = lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F32 if softmax else lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F16
+    info.mask_tensor_type = lib.PALW_CUDA_LLAMA_TENSOR_TYPE_F32 if softmax else lib.PALW_CUDA_LLAMA_TENSOR_TYPE_NONE
     info.actual_identity = _identity(abi)[0]
     dims = info.dimensions
     dims.grid_x, block_x, shared = {QK: (256, 64, 128), SOFTMAX: (1, 256, 1152), PV: (128, 128, 128)}[stage]

@@ -124,7 +124,8 @@ def test_the_wheel_carries_every_asset(wheel):
     wanted = [SEED, "patches/overlays/series", *(f"patches/overlays/{name}" for name in _overlays()),
               "native/SPEC.md", "native/tests/toy_capture_kernel.cuh", *goldens, "fixtures/goldens/SHIPPED.json",
               "fixtures/observer.schema.json",
-              "fixtures/oracles/launch_table.py", "fixtures/models/qwen3_recipe.py", "conformance/__init__.py", "conformance/conftest.py",
+              "fixtures/oracles/launch_table.py", "fixtures/models/qwen3_recipe.py", "conformance/__init__.py",
+              "conformance/conftest.py",
               *(path.relative_to(REPO).as_posix() for path in (REPO / "conformance").glob("test_*.py"))]
     missing = [name for name in wanted if in_wheel(name) not in files]
     assert not missing, missing

@@ -20,14 +20,9 @@ def _pytest(*args, cwd, env=None, timeout=600):
                           capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
-def _stale(path):
-    path.write_text('{"schema": "pytest-palw.certificate", "verdict": {"certified": true}}\n')
-    path.with_suffix(".html").write_text("<p>CERTIFIED</p>\n")
-
-
-def test_certify_whose_pytest_writes_elsewhere_leaves_no_certificate(run_palw, tmp_path):
+def test_certify_whose_pytest_writes_elsewhere_leaves_no_certificate(run_palw, tmp_path, stale_certificate):
     named, other = tmp_path / "named.json", tmp_path / "other.json"
-    _stale(named)
+    stale_certificate(named)
     result = run_palw("certify", "--certificate", named, "--", f"--palw-certificate={other}", CASES, cwd=tmp_path)
     assert result.returncode != 0
     assert "not" in result.stdout and "nothing is certified" in result.stdout
@@ -35,13 +30,13 @@ def test_certify_whose_pytest_writes_elsewhere_leaves_no_certificate(run_palw, t
     assert not other.exists()
 
 
-def test_a_plugin_registered_by_a_conftest_still_removes_an_older_certificate(tmp_path):
+def test_a_plugin_registered_by_a_conftest_still_removes_an_older_certificate(tmp_path, stale_certificate):
     project = tmp_path / "project"
     project.mkdir()
     (project / "conftest.py").write_text('pytest_plugins = ["pytest_palw.plugin"]\n')
     (project / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
     certificate = tmp_path / "late.json"
-    _stale(certificate)
+    stale_certificate(certificate)
     result = _pytest(f"--palw-certificate={certificate}", "--palw-model=/nonexistent.gguf", cwd=project,
                      env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "-p xdist.plugin -p syrupy"})
     assert "does not exist" in result.stdout + result.stderr
@@ -80,8 +75,8 @@ def test_a_worker_runs_no_other_model_than_the_one_checked(tmp_path, worker_plug
 def test_a_worker_runs_the_build_the_controller_checked_whatever_its_options(tmp_path, worker_plugin, cpu_build):
     env = worker_plugin("config.option.palw_lib = '/nonexistent/palw-manifest.json'\n")
     certificate = tmp_path / "c.json"
-    result = _pytest("-n", "2", "-p", "palw_worker_only", "--palw-model=profile:tiny", f"--palw-certificate={certificate}",
-                     CASES, cwd=tmp_path, env=env)
+    result = _pytest("-n", "2", "-p", "palw_worker_only", "--palw-model=profile:tiny",
+                     f"--palw-certificate={certificate}", CASES, cwd=tmp_path, env=env)
     document = json.loads(certificate.read_text())
     assert document["runtime"]["lib_dir"] == str(cpu_build.lib_dir)
     cases = [case for case in document["cases"] if "test_class_counts.py" in case["id"]]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,17 +13,10 @@ from pytest_palw.errors import RuntimeLibraryError
 from pytest_palw.paths import CONFORMANCE_DIR
 from pytest_palw.selection import golden_recording_reasons
 
-CERTIFIED = {"schema": "pytest-palw.certificate", "verdict": {"certified": True, "reasons": []}}
 
-
-def _stale(path: Path) -> Path:
-    path.write_text(json.dumps(CERTIFIED))
-    return path
-
-
-def test_collect_only_never_reads_back_an_old_certificate(tmp_path, run_palw):
+def test_collect_only_never_reads_back_an_old_certificate(tmp_path, run_palw, stale_certificate):
     """The stale CERTIFIED file is replaced by this run's verdict: nothing ran, nothing certified."""
-    certificate = _stale(tmp_path / "palw-certificate.json")
+    certificate = stale_certificate(tmp_path / "palw-certificate.json")
     result = run_palw("certify", "--require-certified", f"--certificate={certificate}", "--", "--collect-only",
                       "-p", "no:cacheprovider", cwd=tmp_path)
     assert result.returncode != 0, result.stdout[-2000:]
@@ -34,9 +26,9 @@ def test_collect_only_never_reads_back_an_old_certificate(tmp_path, run_palw):
     assert any(reason.startswith("--collect-only") for reason in verdict["reasons"]), verdict["reasons"]
 
 
-def test_a_pytest_that_fails_to_start_leaves_no_old_certificate_or_page(tmp_path, run_palw):
+def test_a_pytest_that_fails_to_start_leaves_no_old_certificate_or_page(tmp_path, run_palw, stale_certificate):
     """A bad -p stops pytest before any plugin hook: `palw certify` removed the old JSON and page first."""
-    certificate = _stale(tmp_path / "palw-certificate.json")
+    certificate = stale_certificate(tmp_path / "palw-certificate.json")
     page = certificate.with_suffix(".html")
     page.write_text("<h1>CERTIFIED</h1>")
     result = run_palw("certify", "--require-certified", f"--certificate={certificate}", "--", "-p", "no_such_plugin_x",
@@ -45,8 +37,8 @@ def test_a_pytest_that_fails_to_start_leaves_no_old_certificate_or_page(tmp_path
     assert not certificate.exists() and not page.exists()
 
 
-def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path, run_palw):
-    certificate = _stale(tmp_path / "palw-certificate.json")
+def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path, run_palw, stale_certificate):
+    certificate = stale_certificate(tmp_path / "palw-certificate.json")
     result = run_palw("certify", "--require-certified", f"--certificate={certificate}",
                       f"--model={tmp_path / 'missing.gguf'}", "--", "-p", "no:cacheprovider", cwd=tmp_path)
     assert result.returncode != 0
@@ -54,10 +46,10 @@ def test_a_failed_preflight_never_reads_back_an_old_certificate(tmp_path, run_pa
     assert not certificate.exists()
 
 
-def test_pytest_alone_discards_an_old_certificate(pytester, tmp_path):
+def test_pytest_alone_discards_an_old_certificate(pytester, tmp_path, stale_certificate):
     """The plugin itself, without `palw certify`: the old CERTIFIED file is gone before the run, and
     what stands after it is this run's verdict."""
-    certificate = _stale(tmp_path / "cert.json")
+    certificate = stale_certificate(tmp_path / "cert.json")
     pytester.runpytest_subprocess(str(CONFORMANCE_DIR), "--collect-only", "-q", "-p", "no:cacheprovider",
                                   f"--palw-certificate={certificate}")
     assert json.loads(certificate.read_text())["verdict"]["certified"] is False

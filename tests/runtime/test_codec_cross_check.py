@@ -4,19 +4,12 @@ Random records with every field drawn independently; the C side is compiled from
 header and source (pytest_palw.runtime.binding.hostabi), the Python side knows only the field order.
 """
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_palw.runtime import codec
-from pytest_palw.runtime.binding.hostabi import load_host_abi
 
 _LIMITS = {"Q": 64, "I": 32, "H": 16, "B": 8}
-
-
-@pytest.fixture(scope="module")
-def abi():
-    return load_host_abi()
 
 
 def _fill(abi, values):
