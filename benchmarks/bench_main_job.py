@@ -148,7 +148,8 @@ def main(argv=None) -> int:
     print(f"{report['command']} at {commit} ({args.root}); {report['uptime_before']}", flush=True)
     for index in range(args.warmup + args.runs):
         counted = index >= args.warmup
-        row = run_once(args.python, Path(args.root), out / f"certificate-{index}.json", extra, out / f"certify-{index}.log")
+        row = run_once(args.python, Path(args.root), out / f"certificate-{index}.json", extra,
+                       out / f"certify-{index}.log")
         print(f"  {'run' if counted else 'warm-up'} {index}: {row['wall_s']:6.2f} s rc {row['rc']}, "
               f"{row['cpu_s']:6.2f} CPU-s, max RSS "
               f"{row['max_rss_mib']:.0f} MiB, tree RSS {row['tree_rss_mib']:.0f} MiB "
@@ -163,7 +164,8 @@ def main(argv=None) -> int:
     report["max_rss_mib"] = spread([r["max_rss_mib"] for r in runs])
     report["tree_rss_mib"] = spread([r["tree_rss_mib"] for r in runs])
     last = runs[-1]
-    print(f"wall s: median {report['wall_s']['median']} (min {report['wall_s']['min']}, max {report['wall_s']['max']}); "
+    wall = report['wall_s']
+    print(f"wall s: median {wall['median']} (min {wall['min']}, max {wall['max']}); "
           f"CPU s: median {report['cpu_s']['median']}; "
           f"max RSS MiB: median {report['max_rss_mib']['median']} (max {report['max_rss_mib']['max']}); tree RSS "
           f"MiB: median {report['tree_rss_mib']['median']} (max {report['tree_rss_mib']['max']})")

@@ -12,7 +12,6 @@ imports.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import os
 import sys
@@ -25,17 +24,16 @@ import pytest
 from pytest_palw import options as opts
 from pytest_palw import paths
 from pytest_palw.build.choice import PALW_DEFAULT_PIN
-from pytest_palw.cache import remembered_sha256
 from pytest_palw.certificate.facts import brought_statement, kernel_digest_statement, runtime_statement
 from pytest_palw.certificate.inventory import witness_id
-from pytest_palw.errors import PalwError, or_exit
+from pytest_palw.errors import or_exit
 from pytest_palw.handed import HANDED
 from pytest_palw.marks import LAUNCH_MARK, launch_family
+from pytest_palw.runtime.brought import ORIGIN_BUILD
 from pytest_palw.runtime.caller import DIGEST_NAMES
 from pytest_palw.runtime.devices import Device, assign_worker_device, visible_devices, worker_number
 from pytest_palw.runtime.gpu_share import slots_for
 from pytest_palw.runtime.kernel_digest import KernelDigest, MappedDigests, kernel_digest
-from pytest_palw.runtime.brought import ORIGIN_BUILD
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
 from pytest_palw.runtime.resolve import Handover, ResolvedModel, choose_build, resolve_model
 from pytest_palw.selection import in_suite
@@ -287,7 +285,8 @@ class PalwSession:
             "runtime": {"lib_dir": str(build.lib_dir), "variant": build.variant,
                         "has_cuda_trace": self.runtime.has_cuda_trace, "chosen_by": self.runtime_line,
                         "origin": build.origin, "tools": build.tools,
-                        **(runtime_statement(build.manifest) if build.origin == ORIGIN_BUILD else brought_statement(build)),
+                        **(runtime_statement(build.manifest) if build.origin == ORIGIN_BUILD
+                           else brought_statement(build)),
                         "manifest": build.manifest, "libraries": self.library_digests.result()},
             "device": ({"kind": "cuda", "name": device.name, "cc": device.cc, "driver": device.driver}
                        if device else {"kind": "cpu", "name": "cpu", "cc": None, "driver": None}),

@@ -166,7 +166,8 @@ def _runtime_facts(document: dict) -> list[tuple[str, object]]:
              ("llama.cpp", sdist and f"{sdist.get('name')} {sdist.get('version')} sdist"),
              ("seed patch", applied.get("seed_patch") or (inputs.get("seed_patch") or {}).get("sha256")),
              ("overlays", overlays or ("none" if runtime or manifest else None)),
-             ("native producer", (runtime.get("producer") or {}).get("sha256") or (inputs.get("native") or {}).get("sha256")),
+             ("native producer", (runtime.get("producer") or {}).get("sha256")
+              or (inputs.get("native") or {}).get("sha256")),
              ("toolchain", {name: version for name, version in
                             (runtime.get("toolchain") or manifest.get("tools") or {}).items() if version}),
              ("C++ runtime", _OK.get(cxx_ok, cxx_ok)),

@@ -28,7 +28,8 @@ LIBLLAMA = "libllama.so"
 TOOL_NAMES = {"observer": "llama-palw-observer", "smoke": "llama-palw-mmvq-smoke"}
 ORIGIN_BUILD, ORIGIN_BROUGHT = "palw-build", "brought"
 # Facts only a `palw build` manifest knows; a brought runtime's certificate says they are absent.
-MANIFEST_ONLY = ("patches applied", "build inputs (sdist, native producer)", "cache key", "CMake flags", "pinned cc flag")
+MANIFEST_ONLY = ("patches applied", "build inputs (sdist, native producer)", "cache key", "CMake flags",
+                 "pinned cc flag")
 # The trace requests whose (abi_version, struct_size) an attach entry point compares first, by the
 # library's exported entry points that compare them (the context's method, else the C wrapper).
 REQUESTS = {

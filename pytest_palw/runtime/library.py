@@ -19,8 +19,18 @@ import numpy as np
 from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
 from pytest_palw.runtime.binding.llama import load_llama_cpp
 from pytest_palw.runtime.binding.runtime_abi import RuntimeLayout, load_runtime_abi
-from pytest_palw.runtime.brought import (ORIGIN_BROUGHT, ORIGIN_BUILD, TOOL_NAMES, check_abi, device_hook, find_tools,
-                                         lib_dir_of, observe, suite_abi_dir, tool_places)
+from pytest_palw.runtime.brought import (
+    ORIGIN_BROUGHT,
+    ORIGIN_BUILD,
+    TOOL_NAMES,
+    check_abi,
+    device_hook,
+    find_tools,
+    lib_dir_of,
+    observe,
+    suite_abi_dir,
+    tool_places,
+)
 from pytest_palw.runtime.callbacks import eval_callback_address, install
 
 MANIFEST_NAME = "palw-manifest.json"

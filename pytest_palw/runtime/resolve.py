@@ -131,7 +131,8 @@ def choose_build(location: str | None, devices, build_policy: str | None, tools_
     """The runtime build to run and, when this chose it, the line that says why.
 
     ``location``: --palw-lib (a build output or its manifest, or a brought directory of libraries).
-    ``tools_dir``: --palw-tools, where the seed tools are (default: the build's, or beside the libraries). Otherwise the cached CUDA build of
+    ``tools_dir``: --palw-tools, where the seed tools are (default: the build's, or beside the libraries).
+    Otherwise the cached CUDA build of
     this checkout that suits the first visible device, else the cached CPU build (built now unless
     ``build_policy`` is ``never``)."""
     if location:

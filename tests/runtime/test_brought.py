@@ -49,7 +49,8 @@ def test_a_brought_directory_is_observed_not_described(cpu_build, tmp_path):
     assert observed["backend_procs"] == {} and observed["variant"] == "cpu"
     for struct, seen in observed["request_abi"].items():
         assert struct in REQUESTS
-        assert (seen["abi_version"], seen["struct_size"]) == (seen["suite"]["abi_version"], seen["suite"]["struct_size"])
+        suite = seen["suite"]
+        assert (seen["abi_version"], seen["struct_size"]) == (suite["abi_version"], suite["struct_size"])
         assert seen["abi_version"] is not None
     comments = observed["toolchain"]["libllama.so"]
     assert comments and all(line for line in comments)

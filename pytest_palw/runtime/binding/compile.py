@@ -7,8 +7,8 @@ import importlib.util
 import os
 import shutil
 import sys
-import tempfile
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import cffi
