@@ -180,7 +180,7 @@ class Controller:
         run.exitstatus = session.exitstatus
         run.interrupted = self.stop_message or stop_reason(session)
         run.other += run_mode_reasons(config) + golden_recording_reasons(config)
-        if "build" in self.palw.__dict__:  # resolved in the preflight
+        if self.handover is not None:  # the build was resolved in the preflight
             run.other += absent_tool_reasons(self.palw.build.tools, self.palw.build.variant)
         run.selection = partial_run_reasons(config.args, certificate.facts.get("deselected", 0), certificate.cases,
                                             config.invocation_params.dir, config.option.pyargs)

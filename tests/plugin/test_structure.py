@@ -33,7 +33,7 @@ def test_the_controller_reads_no_objects_dict():
 
 
 def test_the_handover_crosses_the_wire_unchanged(tmp_path):
-    model = ResolvedModel("profile:tiny", tmp_path / "m.gguf", PROFILES["tiny"], "ab" * 32)
+    model = ResolvedModel("profile:tiny", tmp_path / "m.gguf", PROFILES["tiny"], (4096, 1733400000000000000, 7))
     handover = Handover(str(tmp_path / "palw-manifest.json"), "runtime: chosen", model)
     wire = handover.to_wire()
     assert all(isinstance(value, (str, dict)) for value in wire.values())
