@@ -48,7 +48,8 @@ def test_an_edited_case_outcome_names_the_case(fresh_certificate, tmp_path, caps
     path = edited(fresh_certificate, tmp_path / "cert.json", lambda d: skipped_case(d).update(outcome="passed"))
     code, lines = verify(path, capsys)
     assert code == 1
-    assert f"palw verify: cases[{case_id}].outcome: states passed, its reports' categories (skipped) give skipped" in lines
+    assert (f"palw verify: cases[{case_id}].outcome: states passed, its reports' categories (skipped) give "
+            "skipped") in lines
 
 
 def test_an_edited_verdict_names_the_field(fresh_certificate, tmp_path, capsys):
