@@ -357,9 +357,9 @@ class _Restamp:
 
 
 
-def trusted_fixture_roots() -> tuple[Path, ...]:
-    """Where the fixtures a suite case may use are defined: pytest, syrupy (snapshot), xdist, the
-    plugin and the suite (each a directory of files)."""
+def trusted_roots() -> tuple[Path, ...]:
+    """Where the code a certification may run comes from (the fixtures a suite case uses, the
+    plugins `palw certify` loads): pytest, syrupy, xdist, the plugin and the suite (directories)."""
     import _pytest
     import syrupy
     import xdist
@@ -391,7 +391,7 @@ def foreign_fixtures(item) -> set[str]:
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return set()
-    roots = trusted_fixture_roots()
+    roots = trusted_roots()
     found = set()
     for name in requested_fixtures(item, info):
         definitions = info.name2fixturedefs.get(name)

@@ -192,14 +192,10 @@ class _Controller:
 def foreign_plugins(pluginmanager) -> list[str]:
     """Each registered plugin whose code (a module's file, an object's class's file) lies outside
     pytest, xdist, syrupy, the plugin and the suite: "module (file, sha256 ...)"."""
-    import _pytest
-    import syrupy
-    import xdist
-
     from pytest_palw.cache import sha256_file
+    from pytest_palw.session import trusted_roots
 
-    roots = [Path(module.__file__).resolve().parent for module in (_pytest, xdist, syrupy)]
-    roots += [PACKAGE_DIR.resolve(), CONFORMANCE_DIR.resolve()]
+    roots = trusted_roots()
     found = {}
     for _, plugin in pluginmanager.list_name_plugin():
         if plugin is None:  # blocked (-p no:NAME)

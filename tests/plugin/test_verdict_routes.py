@@ -493,7 +493,8 @@ def test_a_process_that_dies_before_pytest_returns_leaves_no_certificate(toy, py
 
 
 def test_no_terminal_reporter_still_certifies(toy):
-    document, result = toy("-p", "no:terminal")
+    # pytest-retry (installed by the test extras) reads the terminal's --verbose in pytest_configure
+    document, result = toy("-p", "no:terminal", "-p", "no:pytest-retry")
     assert result.ret == 0 and _verdict(document)["certified"] is True, _reasons(document)
 
 
