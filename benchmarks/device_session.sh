@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/palw-out}; RES=/tmp/palw-results; mkdir -p "$OUT" "$RES"
-START=$(date +%s); STOP_AT=${STOP_AT:-570}
+START=$(date +%s); STOP_AT=${STOP_AT:-570}; VENDOR=/root/.cache/vendor
 export PYTHONUNBUFFERED=1 PALW_CACHE_DIR=/root/.cache/pytest-palw
 elapsed() { echo $(( $(date +%s) - START )); }
 log() { echo "== [$(elapsed)s] $*" | tee -a "$RES/steps.log"; }
@@ -102,11 +102,47 @@ bench_decode() {
       --json "$RES/bench_decode.json" --profile "$RES/reject.prof"
 }
 certify() {  # the README's certification command, timed; the certificate comes back
-  local t0=$(date +%s%N)
+  local t0=$(date +%s%N) name=${CERT:-certificate}
   palw certify --model profile:full -n "${WORKERS:-8}" --require-certified \
-      --certificate "$RES/certificate.json" -- -p no:cacheprovider; local rc=$?
-  echo "palw certify: rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
-  verdict_line "$RES/certificate.json"; return $rc
+      --certificate "$RES/$name.json" "$@" -- -p no:cacheprovider; local rc=$?
+  echo "palw certify $*: rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  verdict_line "$RES/$name.json"; return $rc
+}
+certify_warm() { CERT=certificate-warm certify; }  # the same command again: the warm figure and its timeline
+vendor_build() {  # #29: the patched tree built with plain cmake (no palw build); libraries + tools in one directory
+  local src arch; src="$(dirname "$MANIFEST")/source"
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
+  local t0=$(date +%s)
+  cmake -S "$src" -B /root/.cache/vendor-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+      -DGGML_NATIVE=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON -DGGML_CUDA=ON -DGGML_CUDA_FA=OFF \
+      -DCMAKE_CUDA_ARCHITECTURES="$arch" -DGGML_CUDA_PALW_TRACE=ON -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON \
+      -DPALW_CUDA_RUNTIME_DIR="$PWD/native/runtime-palw/cuda" -DPALW_CUDA_PINNED_CC="${arch}0" || return 1
+  nice -n 10 cmake --build /root/.cache/vendor-build -j "$(nproc)" \
+      --target llama ggml llama-palw-observer llama-palw-mmvq-smoke | tail -n 3 || return 1
+  rm -rf "$VENDOR" && mkdir -p "$VENDOR"
+  for f in /root/.cache/vendor-build/bin/*; do case $(basename "$f") in
+      libllama.so*|libggml*|llama-palw-observer|llama-palw-mmvq-smoke) cp -a "$f" "$VENDOR/";; esac; done
+  echo "plain cmake build: $(( $(date +%s) - t0 )) s"; ls -la "$VENDOR"; sha256sum "$VENDOR"/lib*
+}
+vendor_wait() {  # the background vendor_build of this call
+  while [ ! -f "$RES/vendor_build.rc" ]; do sleep 2; done
+  tail -n 20 "$RES/vendor_build.log"; return "$(cat "$RES/vendor_build.rc")"
+}
+certify_brought() {  # #29: the plain-cmake libraries, no manifest anywhere above them
+  CERT=certificate-brought certify --lib "$VENDOR" --runtime-headers native/runtime-palw/cuda \
+      --source .carry/palw-source.tar.gz; local rc=$?
+  python3 - "$RES/certificate-brought.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); r = d["runtime"]
+print("origin", r.get("origin"), "pinned_cc", d.get("pinned_cc"), "absent", r.get("absent"))
+for path, digest in (r.get("observed") or {}).get("libraries", {}).items(): print(" ", digest, path)
+PY
+  return $rc
+}
+pack_vendor() {  # the plain-cmake libraries, for a later call
+  tar czf /tmp/vendor.tgz -C / "${VENDOR#/}" && mkdir -p "$OUT/vendor" && split -b 15M /tmp/vendor.tgz "$OUT/vendor/vendor.tgz."
+  ls -la "$OUT/vendor"
 }
 verdict_line() {  # VERDICT JSON: the three lines a note quotes
   python3 - "$1" <<'PY'
@@ -187,6 +223,8 @@ command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
+export -f certify_warm vendor_build vendor_wait certify_brought pack_vendor
+export VENDOR
 export -f carry_to fresh_machine contention slow_case certify_slots build_profile
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
@@ -194,20 +232,31 @@ step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1
 export PYTHONPATH=/tmp/site
 palw models generate --profile full > "$RES/model.log" 2>&1 &  # beside the build
 MODEL_PID=$!
-step build 420 build
-MANIFEST=$(tail -n 1 "$RES/build.log"); LIBDIR=$(dirname "$MANIFEST")/build/bin
+if [ -d .carry/vendor ]; then  # plain-cmake libraries an earlier call packed (pack_vendor): no build needed
+  cat .carry/vendor/vendor.tgz.* | tar xzf - -C / && log "vendor libraries restored: $(ls "$VENDOR" | tr '\n' ' ')"
+  echo 0 > "$RES/vendor_build.rc"; echo "restored from .carry/vendor" > "$RES/vendor_build.log"
+fi
+[ -n "${NO_BUILD:-}" ] || step build 420 build
+MANIFEST=$(tail -n 1 "$RES/build.log" 2>/dev/null); LIBDIR=$(dirname "$MANIFEST")/build/bin
 wait $MODEL_PID; log "model: rc=$? $(tail -n 1 "$RES/model.log")"
 MODEL=$(tail -n 1 "$RES/model.log" | awk '{print $2}')
-SMOKE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['outputs']['tools']['smoke'])" "$MANIFEST")
-DIGEST=$(sha256sum "$LIBDIR/libggml-cuda.so" | cut -c1-64)  # the plugin hashes the same file, mapped
+SMOKE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['outputs']['tools']['smoke'])" "$MANIFEST" 2>/dev/null)
+DIGEST=$(sha256sum "$LIBDIR/libggml-cuda.so" 2>/dev/null | cut -c1-64)  # the plugin hashes the same file, mapped
 export MANIFEST LIBDIR MODEL SMOKE DIGEST
 log "manifest=$MANIFEST model=$MODEL digest=$DIGEST"
+if [[ "$ONLY" == *" vendor_wait "* ]] && [ ! -f "$RES/vendor_build.rc" ]; then  # beside the first steps: the plain-cmake build (#29)
+  (vendor_build > "$RES/vendor_build.log" 2>&1; echo $? > "$RES/vendor_build.rc") &
+fi
 step structure 30 structure
 step build_profile 30 build_profile
 step startup 60 startup
 step new_cases 240 new_cases
 step certify 400 certify
 step certify_setup_plan 120 certify_setup_plan
+step vendor_wait 420 vendor_wait
+step certify_warm 200 certify_warm
+step certify_brought 300 certify_brought
+step pack_vendor 60 pack_vendor
 step certify_killed 200 certify_killed
 step certify_slots 300 certify_slots
 step mutants 600 mutants

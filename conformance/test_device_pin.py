@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_palw.build.choice import PALW_DEFAULT_PIN
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.pin_probe import run_child
@@ -27,8 +26,9 @@ FAILED_CLOSED = {"attach": "OK", "kernel_info": "OK", "approved": 1, "accepted":
                  "records": 0, "faults": [["INVALID_ARGUMENT", "UNSUPPORTED_DISPATCH"]], "destroy": "OK"}
 
 
-def _pinned(palw_session) -> int:
-    return palw_session.build.pinned_cc or PALW_DEFAULT_PIN
+def _pinned(palw_session) -> int | None:
+    """The manifest's pin, or a brought runtime's as the pin probe observed it (None: not observed)."""
+    return palw_session.pinned_cc
 
 
 def test_device_pin(palw_session, palw_context, palw_caller, palw_token, palw_runtime):

@@ -75,8 +75,13 @@ class Controller:
         require_undamaged(build)
         self.load_probe = LoadProbe(build.location, palw.resolved_model.path)
         palw.mark("probe_started")
+        pin = palw.pin_observation  # a brought CUDA runtime's: observed once, here (children, beside the probe)
+        if pin is not None:
+            self.say(f"pinned cc {pin['pinned_cc']}: {pin['observed_by']}" if pin.get("pinned_cc") is not None
+                     else f"pinned cc not observed: {pin.get('why')}")
+            palw.mark("pin_observed")
         self.handover = Handover(str(build.location), palw.runtime_line,
-                                 palw.resolved_model)
+                                 palw.resolved_model, pin)
 
     @pytest.hookimpl(optionalhook=True)  # xdist's: `-p no:xdist` must still work
     def pytest_configure_node(self, node) -> None:

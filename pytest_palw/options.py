@@ -37,6 +37,9 @@ OPTIONS = (
     Option("--palw-hook-sha256", "PALW_HOOK_SHA256", None,
            "for a brought runtime without --palw-runtime-headers: the sha256 of the palw_cuda_producer_trace.cuh it "
            "was built with; the suite's copy stands in only when equal"),
+    Option("--palw-source", "PALW_SOURCE", None,
+           "for a brought runtime: the llama-cpp-python 0.3.34 sdist or a `palw source` archive the suite's ABI copy "
+           "is made from (once, into the cache); default: the cached sdist, downloaded on first use"),
     Option("--palw-token", "PALW_TOKEN", None,
            "token of the one-token decode; default: the smoke's choice (decoder start, else BOS)"),
     Option("--palw-kernel-digest", "PALW_KERNEL_DIGEST", None,

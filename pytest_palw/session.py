@@ -182,9 +182,38 @@ class PalwSession:
         location = self.handed.manifest or self.option("palw_lib")  # a worker runs what was checked
         build, line = choose_build(location, None if location else visible_devices(), self.option("palw_build"),
                                    self.option("palw_tools"), self.option("palw_runtime_headers"),
-                                   self.option("palw_hook_sha256"))
+                                   self.option("palw_hook_sha256"), self.option("palw_source"))
         self.runtime_line = line or self.runtime_line
         return build
+
+    @cached_property
+    def pin_observation(self) -> dict | None:
+        """A brought CUDA runtime's pinned cc as the pin probe observed it on this machine's first device
+        (runtime/pin_probe.py: observe_pinned_cc), handed by the controller, else observed here; None for
+        a `palw build` output (its manifest states the pin), a CPU runtime, or no visible device."""
+        if self.handed.pin is not None:
+            return self.handed.pin
+        build = self.build
+        if build.origin == ORIGIN_BUILD or build.variant != "cuda":
+            return None
+        devices = visible_devices()
+        if not devices:
+            return None
+        from pytest_palw.runtime.pin_probe import observe_pinned_cc
+
+        return observe_pinned_cc(build.location, self.resolved_model.path, devices[0].cc)
+
+    @property
+    def pinned_cc(self) -> int | None:
+        """The cc the runtime's trace is pinned to: its manifest's (the overlay's default when unset), or
+        for a brought runtime the one observed (None when not observed); None for a CPU runtime."""
+        build = self.build
+        if build.variant != "cuda":
+            return None
+        if build.origin == ORIGIN_BUILD:
+            return build.pinned_cc if build.pinned_cc is not None else PALW_DEFAULT_PIN
+        observation = self.pin_observation
+        return observation.get("pinned_cc") if observation else None
 
     @cached_property
     def runtime(self) -> Runtime:
@@ -261,17 +290,19 @@ class PalwSession:
             return (f"no CUDA backend with the PALW procs in {self.build.lib_dir} (variant "
                     f"{self.build.variant}): on an NVIDIA machine run `palw build --variant cuda` and "
                     "pass --palw-lib")
-        if tier == "pinned" and self.build.origin != ORIGIN_BUILD:
-            return ("the pinned cc of a brought runtime is not observed yet (only a `palw build` manifest states it; "
-                    "the pin probe does not read it): certify the pinned tier with `palw build --variant cuda "
-                    "[--runtime-dir DIR]`")
         if tier == "pinned":
-            pinned = self.build.pinned_cc if self.build.pinned_cc is not None else PALW_DEFAULT_PIN
+            brought = self.build.origin != ORIGIN_BUILD
+            pinned = self.pinned_cc
+            if pinned is None:
+                why = (self.pin_observation or {}).get("why", "no device to observe it on")
+                return (f"the pinned cc of this brought runtime was not observed: {why}; check the runtime on a "
+                        "device of the cc it was built for (-DPALW_CUDA_PINNED_CC)")
             device = self.device
             if device is None or device.cc != pinned:
                 seen = device.cc if device else "unknown"
-                return (f"device cc {seen} is not the runtime's pinned cc {pinned}: rebuild with "
-                        f"`palw build --variant cuda --pinned-cc {seen}` to trace on this device "
+                fix = (f"rebuild it with -DPALW_CUDA_PINNED_CC={seen}" if brought else
+                       f"rebuild with `palw build --variant cuda --pinned-cc {seen}`")
+                return (f"device cc {seen} is not the runtime's pinned cc {pinned}: {fix} to trace on this device "
                         "(the device-pin case checks the fail-closed path instead)")
         return None
 
@@ -286,11 +317,12 @@ class PalwSession:
                         "has_cuda_trace": self.runtime.has_cuda_trace, "chosen_by": self.runtime_line,
                         "origin": build.origin, "tools": build.tools,
                         **(runtime_statement(build.manifest) if build.origin == ORIGIN_BUILD
-                           else brought_statement(build)),
+                           else brought_statement(build, self.pin_observation)),
                         "manifest": build.manifest, "libraries": self.library_digests.result()},
             "device": ({"kind": "cuda", "name": device.name, "cc": device.cc, "driver": device.driver}
                        if device else {"kind": "cpu", "name": "cpu", "cc": None, "driver": None}),
-            "pinned_cc": build.pinned_cc if build.variant == "cuda" else None,
+            "pinned_cc": (build.pinned_cc if build.origin == ORIGIN_BUILD else self.pinned_cc)
+                         if build.variant == "cuda" else None,
             "kernel_digest": kernel_digest_statement(self.kernel_digest),
             "model": self.resolved_model.statement(),
             "token": self.token,

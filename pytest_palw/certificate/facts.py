@@ -55,15 +55,18 @@ def runtime_statement(manifest: dict) -> dict:
     }
 
 
-def brought_statement(build) -> dict:
+def brought_statement(build, pin: dict | None = None) -> dict:
     """What a certificate says about a brought runtime (a RuntimeBuild of origin ``brought``): only what
-    its files and this process showed (runtime/brought.py), and which facts only a manifest knows."""
+    its files, this process and the pin probe (``pin``: runtime/pin_probe.py, pinned_from) showed
+    (runtime/brought.py), and which facts only a manifest knows."""
     from pytest_palw.runtime.brought import MANIFEST_ONLY, mapped_libraries
 
     observed = {key: value for key, value in build.observed.items() if key != "tools_looked_in"}
     return {
-        "pin": None,  # the pin probe and kernel infos observe it on a CUDA runtime
-        "observed": {**observed, "libraries": mapped_libraries()},
+        "pin": ({"cc": pin["pinned_cc"], "from": f"observed: {pin['observed_by']}"}
+                if pin and pin.get("pinned_cc") is not None else None),
+        "observed": {**observed, "libraries": mapped_libraries(),
+                     **({"pinned_cc": pin} if pin is not None else {})},
         "toolchain": observed.get("toolchain"),
         "cxx_runtime_ok": (observed.get("cxx_runtime") or {}).get("ok"),
         "absent": {name: "only a `palw build` manifest knows it" for name in MANIFEST_ONLY},

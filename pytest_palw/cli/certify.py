@@ -39,6 +39,9 @@ def register(subparsers) -> None:
     parser.add_argument("--hook-sha256", metavar="HEX",
                         help="a brought runtime's palw_cuda_producer_trace.cuh digest: the suite's copy stands in "
                              "only when equal (pytest --palw-hook-sha256)")
+    parser.add_argument("--source", metavar="FILE",
+                        help="for a brought runtime on a machine without network: the sdist or a `palw source` "
+                             "archive the suite's ABI copy is made from (pytest --palw-source)")
     parser.add_argument("--certificate", default="palw-certificate.json", help="where to write it")
     parser.add_argument("-n", "--workers", help="pytest-xdist workers (e.g. 4 or auto)")
     parser.add_argument("--require-certified", action="store_true",
@@ -75,6 +78,8 @@ def run(args) -> int:
         argv.append(f"--palw-runtime-headers={args.runtime_headers}")
     if args.hook_sha256:
         argv.append(f"--palw-hook-sha256={args.hook_sha256}")
+    if args.source:
+        argv.append(f"--palw-source={args.source}")
     if args.workers:
         # worksteal: an idle worker takes queued cases from a busy one (case costs differ 1000x)
         argv += ["-n", str(args.workers), "--dist", "worksteal"]

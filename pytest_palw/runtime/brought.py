@@ -255,29 +255,67 @@ def mapped_libraries() -> dict[str, str]:
 
 # -- the suite's own copy of the ABI -------------------------------------------------------------------
 
-def suite_abi_dir() -> tuple[Path, Path | None]:
+def suite_abi_dir(source: Path | str | None = None) -> tuple[Path, Path | None]:
     """(the headers the binding compiles, the sdist's llama_cpp package dir): the seed-patched
-    ``include/`` and ``ggml/include/`` of the llama.cpp the seed patch targets, made once per patch set."""
+    ``include/`` and ``ggml/include/`` of the llama.cpp the seed patch targets and the sdist's Python
+    binding, made once per (sdist, patch set) into the cache.
+
+    Made from ``source`` (--palw-source: the sdist or a `palw source` archive made from it), else from
+    the cached sdist, downloaded on first use. Once made, no process needs the sources again (a worker,
+    a probe's child, an offline machine)."""
     from pytest_palw.build.patching import apply_patch_set, current_patch_set
-    from pytest_palw.build.source import locate_source, materialize
+    from pytest_palw.build.source import SDIST_SHA256
     from pytest_palw.cache import exclusive, sha256_bytes
     from pytest_palw.paths import cache_dir
 
-    tree = materialize(locate_source(None))
     patch_set = current_patch_set()
-    key = sha256_bytes(repr((tree.ref.sha256, patch_set.marker_digests())).encode())[:16]
+    key = sha256_bytes(repr((SDIST_SHA256, patch_set.marker_digests())).encode())[:16]
     target = cache_dir("abi") / key
+    if source is None and _abi_complete(target):
+        return target, target / ABI_BINDING
     with exclusive(cache_dir("abi") / f"{key}.lock", what="preparing the suite's ABI headers"):
-        if not (target / "include" / "llama.h").is_file():
+        if source is not None or not _abi_complete(target):
+            tree = _sdist_tree(source, patch_set)
             scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{key}-"))
             try:
                 for sub in ABI_SUBDIRS:
                     shutil.copytree(tree.tree / sub, scratch / sub)
                 (scratch / BACKEND_OPS_SOURCE).parent.mkdir(parents=True)
                 shutil.copy2(tree.tree / BACKEND_OPS_SOURCE, scratch / BACKEND_OPS_SOURCE)
-                apply_patch_set(scratch, patch_set, only=ABI_SUBDIRS)
+                if tree.binding_python_path is not None:
+                    shutil.copytree(tree.binding_python_path / "llama_cpp", scratch / ABI_BINDING / "llama_cpp")
+                if not tree.ref.patched:  # a `palw source` archive is patched already (its marker checked)
+                    apply_patch_set(scratch, patch_set, only=ABI_SUBDIRS)
                 shutil.rmtree(target, ignore_errors=True)
                 os.replace(scratch, target)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-    return target, tree.binding_python_path
+    return target, target / ABI_BINDING
+
+
+ABI_BINDING = "python"  # the sdist's llama_cpp package, beside the headers
+
+
+def _abi_complete(target: Path) -> bool:
+    return (target / "include" / "llama.h").is_file() and (target / ABI_BINDING / "llama_cpp" / "__init__.py").is_file()
+
+
+def _sdist_tree(source: Path | str | None, patch_set):
+    """The llama.cpp tree of the sdist the seed patch targets: ``source`` if it is that sdist or a `palw
+    source` archive made from it with this patch set (SourceError in one line otherwise), else the cached or
+    downloaded sdist."""
+    from pytest_palw.build.patching import check_recorded
+    from pytest_palw.build.source import SDIST_SHA256, locate_source, materialize
+    from pytest_palw.errors import SourceError
+
+    ref = locate_source(source)
+    if ref is None or ref.kind not in ("sdist", "palw-source"):
+        raise SourceError(f"--palw-source {source} is not the llama-cpp-python sdist nor a `palw source` archive: "
+                          "the suite's ABI copy is made from the sources the seed patch targets; pass one of those")
+    made_from = ref.sha256 if ref.kind == "sdist" else ((ref.marker or {}).get("sdist") or {}).get("sha256")
+    if made_from != SDIST_SHA256:
+        raise SourceError(f"--palw-source {source} was made from another sdist (sha256 {made_from}, expected "
+                          f"{SDIST_SHA256}): remake it with this pytest-palw's `palw source --output FILE`")
+    if ref.patched:
+        check_recorded(ref.marker or {}, patch_set, ref.path)
+    return materialize(ref)

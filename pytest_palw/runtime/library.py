@@ -134,7 +134,7 @@ class RuntimeBuild:
 
     @classmethod
     def brought(cls, location: Path, tools_dir: Path | str | None = None, headers_dir: Path | str | None = None,
-                hook_sha256: str | None = None) -> "RuntimeBuild":
+                hook_sha256: str | None = None, source: Path | str | None = None) -> "RuntimeBuild":
         """A directory of PALW-patched libraries from any build (or its libllama.so), no manifest:
         refused in one line unless it exports the PALW trace with the suite's ABI (runtime/brought.py)."""
         from pytest_palw.paths import NATIVE_RUNTIME_DIR
@@ -143,7 +143,7 @@ class RuntimeBuild:
         require_palw_library(lib_dir)
         observed = observe(lib_dir)
         check_abi(lib_dir, observed["request_abi"])
-        headers, binding_copy = suite_abi_dir()
+        headers, binding_copy = suite_abi_dir(source)
         observed["tools_looked_in"] = [str(Path(tools_dir).resolve())] if tools_dir else [
             str(place) for place in tool_places(lib_dir)]
         observed["device_hook"] = device_hook(headers_dir, hook_sha256)
@@ -153,10 +153,10 @@ class RuntimeBuild:
 
     @classmethod
     def locate(cls, location: Path, tools_dir: Path | str | None = None, headers_dir: Path | str | None = None,
-               hook_sha256: str | None = None) -> "RuntimeBuild":
+               hook_sha256: str | None = None, source: Path | str | None = None) -> "RuntimeBuild":
         """A manifest file, a build dir, or a lib dir inside a build dir; else a brought directory of
         libraries (or its libllama.so). ``headers_dir`` and ``hook_sha256`` name a brought runtime's
-        device hook (runtime/brought.py: device_hook)."""
+        device hook (runtime/brought.py: device_hook); ``source`` what its ABI copy is made from (suite_abi_dir)."""
         location = Path(location).resolve()
         if location.is_file() and location.suffix == ".json":
             return cls.from_manifest(location, tools_dir)
@@ -164,7 +164,7 @@ class RuntimeBuild:
         for candidate in [directory / MANIFEST_NAME for directory in (start, *start.parents)][:4]:
             if candidate.is_file():
                 return cls.from_manifest(candidate, tools_dir)
-        return cls.brought(location, tools_dir, headers_dir, hook_sha256)
+        return cls.brought(location, tools_dir, headers_dir, hook_sha256, source)
 
 
 def recorded_runtime_dir(native: dict) -> Path:

@@ -109,11 +109,18 @@ def build_shim() -> Path:
     return target
 
 
-def run_child(manifest: Path, model: Path, token: int, digest: bytes, reported_cc: int, timeout: int = 300) -> dict:
-    """One V2 trace in a child whose CUDA runtime reports ``reported_cc``: its statuses (see main)."""
-    env = dict(os.environ, LD_PRELOAD=str(build_shim()), **{REPORTED_CC_VARIABLE: str(reported_cc)})
+def run_child(manifest: Path, model: Path, token: int | None, digest: bytes | None, reported_cc: int | None,
+              timeout: int = 300) -> dict:
+    """One V2 trace in a child whose CUDA runtime reports ``reported_cc`` (None: no shim, the device as it
+    is): its statuses (see main). ``token`` None: the model's default; ``digest`` None: the mapped
+    libggml-cuda.so's sha256, as the session computes it."""
+    env = dict(os.environ)
+    if reported_cc is not None:
+        env.update({"LD_PRELOAD": str(build_shim()), REPORTED_CC_VARIABLE: str(reported_cc)})
+    arguments = [str(manifest), str(model), "default" if token is None else str(token),
+                 "mapped" if digest is None else digest.hex()]
     try:
-        result = subprocess.run([sys.executable, "-m", __name__, str(manifest), str(model), str(token), digest.hex()],
+        result = subprocess.run([sys.executable, "-m", __name__, *arguments],
                                 capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"the pin probe child (reported cc {reported_cc}) ran past {timeout} s: the runtime "
@@ -126,9 +133,83 @@ def run_child(manifest: Path, model: Path, token: int, digest: bytes, reported_c
     return json.loads(lines[-1])
 
 
-def main(manifest: str, model_path: str, token: int, digest_hex: str) -> dict:
+# ggml ccs (100 * major + 10 * minor) a pin can name, newest first: where a brought runtime's trace does not
+# commit on this device, the pin probe tells the runtime each of those below the device's cc in turn.
+PIN_CANDIDATES = (1200, 1030, 1000, 900, 890, 870, 860, 800, 750, 720, 700, 620, 610, 600, 530, 520, 500)
+FIRST_LAUNCH_REFUSED = [["INVALID_ARGUMENT", "UNSUPPORTED_DISPATCH"]]
+
+
+def commits(result: dict, cc: int) -> bool:
+    """Did a child told ``cc`` commit the whole V2 trace, with kernel info reporting that architecture?"""
+    from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
+
+    return (result.get("finalize") == "OK" and result.get("records") == V2_COUNT
+            and (result.get("sm_arch") or 0) * 10 == cc)
+
+
+def refused_first_launch(result: dict) -> bool:
+    """Did the child fail closed at its first launch, as the dispatch hook does on a device of another cc?"""
+    return (result.get("decode") not in (None, 0) and result.get("approved") == 1
+            and result.get("accepted") == 0 and result.get("faults") == FIRST_LAUNCH_REFUSED)
+
+
+def pinned_from(device_cc: int, probes: list[dict]) -> dict:
+    """The observation from the probes' results (``probes[0]``: the device as it is; then the children told
+    each candidate cc, in order): ``pinned_cc`` (None when not observed), how it was observed, the probes."""
+    if not probes:
+        return {"pinned_cc": None, "observed_by": None, "why": "no probe ran", "probes": []}
+    own = probes[0]
+    if commits(own, device_cc):
+        return {"pinned_cc": device_cc, "probes": probes,
+                "observed_by": (f"a V2 trace on this device (cc {device_cc}) committed its {own['records']} records "
+                                f"and kernel info reported sm_{own['sm_arch']}")}
+    if not refused_first_launch(own):
+        return {"pinned_cc": None, "observed_by": None, "probes": probes,
+                "why": (f"a V2 trace on this device (cc {device_cc}) neither committed nor failed closed at its first "
+                        f"launch (finalize {own.get('finalize')}, decode {own.get('decode')}, faults "
+                        f"{own.get('faults')})")}
+    for result in probes[1:]:
+        cc = result.get("reported_cc")
+        if cc and commits(result, cc):
+            return {"pinned_cc": cc, "probes": probes,
+                    "observed_by": (f"a V2 trace on this device (cc {device_cc}) failed closed at its first launch; "
+                                    f"told cc {cc} (pin probe), it committed its {result['records']} records and "
+                                    f"kernel info reported sm_{result['sm_arch']}")}
+    told = [result.get("reported_cc") for result in probes[1:]]
+    return {"pinned_cc": None, "observed_by": None, "probes": probes,
+            "why": (f"a V2 trace on this device (cc {device_cc}) failed closed at its first launch, and told "
+                    f"{told or 'no other cc'} it committed under none")}
+
+
+def observe_pinned_cc(location: Path, model: Path, device_cc: int) -> dict:
+    """A brought CUDA runtime's pinned cc, observed (no manifest states it): one V2 trace in a child on
+    this device as it is; only when that fails closed at its first launch, children told each candidate cc
+    below the device's (PIN_CANDIDATES, up to three at once) until one commits. See ``pinned_from``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def probe(cc: int | None) -> dict:
+        try:
+            return run_child(location, model, None, None, cc)
+        except Exception as error:  # noqa: BLE001 - a child that hung, died or could not start (no nvcc for
+            # the shim): a result that neither commits nor refuses
+            return {"reported_cc": cc or 0, "error": str(error)[:400]}
+
+    probes = [probe(None)]
+    if refused_first_launch(probes[0]):
+        candidates = [cc for cc in PIN_CANDIDATES if cc < device_cc]
+        with ThreadPoolExecutor(3) as pool:
+            for start in range(0, len(candidates), 3):
+                batch = list(pool.map(probe, candidates[start:start + 3]))
+                probes += batch
+                if any(commits(result, result.get("reported_cc") or 0) for result in batch):
+                    break
+    return pinned_from(device_cc, probes)
+
+
+def main(manifest: str, model_path: str, token_text: str, digest_hex: str) -> dict:
     from pytest_palw.runtime.caller import DIGEST_NAMES, TraceCaller
     from pytest_palw.runtime.discovery import discover
+    from pytest_palw.runtime.kernel_digest import kernel_digest
     from pytest_palw.runtime.library import Runtime, RuntimeBuild
     from pytest_palw.runtime.names import fault_name, status_name
     from pytest_palw.runtime.run import run_trace
@@ -136,9 +217,10 @@ def main(manifest: str, model_path: str, token: int, digest_hex: str) -> dict:
     runtime = Runtime(RuntimeBuild.locate(Path(manifest)))
     lib = runtime.lib
     model = runtime.load_model(Path(model_path))
+    token = model.default_token() if token_text == "default" else int(token_text)
+    digest = kernel_digest(runtime).digest if digest_hex == "mapped" else bytes.fromhex(digest_hex)
     discovery = discover(model, token)
-    caller = TraceCaller(runtime, discovery.candidates, version=2,
-                         digests=dict.fromkeys(DIGEST_NAMES, bytes.fromhex(digest_hex)))
+    caller = TraceCaller(runtime, discovery.candidates, version=2, digests=dict.fromkeys(DIGEST_NAMES, digest))
     with model.context() as context:
         run = run_trace(context, caller, token)
     diagnostics = run.before_finalize
@@ -159,4 +241,4 @@ def main(manifest: str, model_path: str, token: int, digest_hex: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])))
+    print(json.dumps(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4])))

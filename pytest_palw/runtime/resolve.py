@@ -73,6 +73,7 @@ def file_stamp(path: Path) -> tuple:
 
 # xdist's workerinput keys of what the controller resolved and hands to each worker
 HANDED_MANIFEST, HANDED_RUNTIME_LINE, HANDED_MODEL = "palw_manifest", "palw_runtime_line", "palw_model"
+HANDED_PIN = "palw_pin"
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Handover:
     manifest: str | None = None  # the build's palw-manifest.json, or a brought runtime's libraries
     runtime_line: str | None = None  # why that build was chosen (choose_build's line)
     model: ResolvedModel | None = None
+    pin: dict | None = None  # a brought CUDA runtime's pinned cc as the pin probe observed it (pin_probe.pinned_from)
 
     def to_wire(self) -> dict:
         """The workerinput entries (plain values: execnet carries dicts, lists, strings and numbers)."""
@@ -90,13 +92,15 @@ class Handover:
             wire[HANDED_MANIFEST], wire[HANDED_RUNTIME_LINE] = self.manifest, self.runtime_line
         if self.model is not None:
             wire[HANDED_MODEL] = self.model.to_wire()
+        if self.pin is not None:
+            wire[HANDED_PIN] = self.pin
         return wire
 
     @classmethod
     def from_wire(cls, workerinput: dict) -> "Handover":
         model = workerinput.get(HANDED_MODEL)
         return cls(workerinput.get(HANDED_MANIFEST), workerinput.get(HANDED_RUNTIME_LINE),
-                   ResolvedModel.from_wire(model) if model else None)
+                   ResolvedModel.from_wire(model) if model else None, workerinput.get(HANDED_PIN))
 
 
 def resolve_model(spec: str) -> ResolvedModel:
@@ -127,16 +131,18 @@ def _synthetic(name: str) -> tuple[Path, Profile]:
 
 
 def choose_build(location: str | None, devices, build_policy: str | None, tools_dir: str | None = None,
-                 headers_dir: str | None = None, hook_sha256: str | None = None) -> tuple[RuntimeBuild, str | None]:
+                 headers_dir: str | None = None, hook_sha256: str | None = None,
+                 source: str | None = None) -> tuple[RuntimeBuild, str | None]:
     """The runtime build to run and, when this chose it, the line that says why.
 
     ``location``: --palw-lib (a build output or its manifest, or a brought directory of libraries).
     ``tools_dir``: --palw-tools, where the seed tools are (default: the build's, or beside the libraries).
+    ``source``: --palw-source, what a brought runtime's ABI copy is made from (runtime/brought.py).
     Otherwise the cached CUDA build of
     this checkout that suits the first visible device, else the cached CPU build (built now unless
     ``build_policy`` is ``never``)."""
     if location:
-        return RuntimeBuild.locate(Path(location), tools_dir, headers_dir, hook_sha256), None
+        return RuntimeBuild.locate(Path(location), tools_dir, headers_dir, hook_sha256, source), None
     from pytest_palw.build import api, choice
 
     line = None
