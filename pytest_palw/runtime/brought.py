@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import cast
 
 from pytest_palw.errors import RuntimeLibraryError, ToolMissingError
 
@@ -240,7 +241,7 @@ def mapped_libraries() -> dict[str, str]:
     the build tree) shows here under its own path."""
     from pytest_palw.runtime.kernel_digest import Mapping, mapped_sha256
 
-    found = {}
+    found: dict = {}
     try:
         with open("/proc/self/maps") as maps:
             lines = [line.split(maxsplit=5) for line in maps]
@@ -259,11 +260,11 @@ def suite_abi_dir() -> tuple[Path, Path | None]:
     """(the headers the binding compiles, the sdist's llama_cpp package dir): the seed-patched
     ``include/`` and ``ggml/include/`` of the llama.cpp the seed patch targets, made once per patch set."""
     from pytest_palw.build.patching import apply_patch_set, current_patch_set
-    from pytest_palw.build.source import locate_source, materialize
+    from pytest_palw.build.source import SourceRef, locate_source, materialize
     from pytest_palw.cache import exclusive, sha256_bytes
     from pytest_palw.paths import cache_dir
 
-    tree = materialize(locate_source(None))
+    tree = materialize(cast(SourceRef, locate_source(None)))  # the sdist: downloaded when absent, never None
     patch_set = current_patch_set()
     key = sha256_bytes(repr((tree.ref.sha256, patch_set.marker_digests())).encode())[:16]
     target = cache_dir("abi") / key
