@@ -21,6 +21,7 @@ from pytest_palw import options as opts
 from pytest_palw.certificate import Certificate, discard
 from pytest_palw.certificate import inventory as inventories
 from pytest_palw.certificate.facts import absent_tool_reasons, pytest_statement
+from pytest_palw.certificate.state import category_of
 from pytest_palw.errors import PalwError, or_exit
 from pytest_palw.runtime.kernel_digest import parse_kernel_digest
 from pytest_palw.runtime.library import require_palw_library, require_undamaged
@@ -133,9 +134,8 @@ class Controller:
         inventory = certificate.inventory
         tier = inventory.tiers.get(case_id) if inventory is not None else None
         status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
-        category = status[0] if status else default_category(report)  # -p no:terminal answers None
         self.check_launch(case_id, report)
-        certificate.record(case_id, report, tier or tier_of(report.keywords), category)
+        certificate.record(case_id, report, tier or tier_of(report.keywords), category_of(report, status))
 
     def check_launch(self, case_id: str, report) -> None:
         """A report's launch (session.attest) must be the one its case's inventory family and index
@@ -250,15 +250,6 @@ class Controller:
             verdict = self.certificate.document["verdict"]
             print(f"palw: judged again with pytest's final exit status {code}: "
                   + ("CERTIFIED" if verdict["certified"] else "not certified: " + "; ".join(verdict["reasons"])))
-
-
-def default_category(report) -> str:
-    """pytest's category of a report when no plugin answers pytest_report_teststatus."""
-    if report.passed:
-        return "passed" if report.when == "call" else ""
-    if report.failed:
-        return "failed" if report.when == "call" else "error"
-    return "skipped"
 
 
 def stop_reason(session) -> str | None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_palw import __version__
-from pytest_palw.certificate.verdict import KNOWN_CATEGORIES, RunFacts, judge
+from pytest_palw.certificate.state import KNOWN_CATEGORIES, CaseState
+from pytest_palw.certificate.verdict import RunFacts, case_states, judge
 
 if TYPE_CHECKING:
     from pytest_palw.certificate.inventory import Inventory
@@ -117,6 +118,7 @@ class Certificate:
     run: RunFacts = field(default_factory=RunFacts)
     started: float | None = None
     finished: float | None = None
+    states: dict[str, CaseState] = field(default_factory=dict)  # case id -> its state, given by finish()
     document: dict | None = None  # built once by finish()
     _fact_sources: dict[str, str] = field(default_factory=dict)
 
@@ -161,7 +163,8 @@ class Certificate:
 
     def finish(self, finished: float) -> dict:
         self.finished = finished
-        verdict = judge(self.inventory, self.cases, self.run)
+        self.states = case_states(self.inventory, self.cases)
+        verdict = judge(self.inventory, self.cases, self.run, self.states)
         self.document = {
             "schema": SCHEMA_NAME,
             "version": SCHEMA_VERSION,
@@ -185,7 +188,8 @@ class Certificate:
             "notes": self.facts.get("notes", {}),
             "workers": self.workers,
             "summary": self.summary(),
-            "cases": [vars(c) for c in sorted(self.cases.values(), key=lambda c: c.id)],
+            "cases": [{**vars(c), "state": self.states[c.id].value}
+                      for c in sorted(self.cases.values(), key=lambda c: c.id)],
         }
         return self.document
 
@@ -199,7 +203,7 @@ class Certificate:
         self.run.exitstatus = int(exitstatus)
         if why is not None:
             self.run.other.append(why)
-        self.document["verdict"] = judge(self.inventory, self.cases, self.run)
+        self.document["verdict"] = judge(self.inventory, self.cases, self.run, self.states)
         self.document["exit_status"] = int(exitstatus)
         return True
 

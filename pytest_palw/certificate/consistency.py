@@ -3,9 +3,10 @@ and the check `palw certify` and `palw report` make before they speak for a file
 
 The verdict is recomputed from the document's own cases and inventory with the verdict's own join
 (verdict.judge): the inventory's ids expand to its stated sha256 and counts, each case's outcome is
-the one its reports' categories give, every required id passed as itself, and the stated verdict
-is the recomputed one. The suite digest is compared with this installed suite's. Without a
-signature none of this proves who ran the suite or that the cases ran as stated.
+the one its reports' categories give and its state the one its reports give (state.CaseState),
+every required id passed as itself, and the stated verdict is the recomputed one. The suite digest
+is compared with this installed suite's. Without a signature none of this proves who ran the suite
+or that the cases ran as stated.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from functools import cached_property
 
 from pytest_palw.certificate import OUTCOMES, CaseResult
 from pytest_palw.certificate.inventory import expand, ids_digest
-from pytest_palw.certificate.verdict import RunFacts, judge
+from pytest_palw.certificate.verdict import RunFacts, case_states, judge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +78,13 @@ def inconsistencies(document: dict, installed_suite: dict | None) -> list[str]:
         if case.outcome != outcome_of(case):
             problems.append(f"cases[{case_id}].outcome: states {case.outcome}, its reports' categories "
                             f"({', '.join(case.categories) or 'none'}) give {outcome_of(case)}")
+    states = case_states(inventory, cases)
+    for entry in document["cases"]:
+        if "state" in entry and entry["state"] != states[entry["id"]].value:  # a certificate older than states: none
+            problems.append(f"cases[{entry['id']}].state: states {entry['state']}, its reports give "
+                            f"{states[entry['id']].value}")
     stated = document.get("verdict") or {}
-    recomputed = judge(inventory, cases, RunFacts(exitstatus=document.get("exit_status")))
+    recomputed = judge(inventory, cases, RunFacts(exitstatus=document.get("exit_status")), states)
     for key in ("expected", "passed", "exempt"):
         if stated.get(key) != recomputed[key]:
             problems.append(f"verdict.{key}: states {stated.get(key)}, its cases give {recomputed[key]}")

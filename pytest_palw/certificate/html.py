@@ -16,7 +16,9 @@ import jinja2
 
 from pytest_palw import paths
 from pytest_palw.certificate import load, page_path
-from pytest_palw.certificate.inventory import claim_of
+from pytest_palw.certificate.inventory import claim_of, launch_table, parse_case_id
+from pytest_palw.certificate.legacy import INDEX_CASES, current
+from pytest_palw.certificate.state import CaseState
 from pytest_palw.files import write_whole
 from pytest_palw.fixtures.oracles.launch_table import mmvq_positions
 
@@ -24,49 +26,30 @@ TEMPLATE = "report.html.j2"
 FAIL_COLOUR = "#c62828"  # the one failure colour: banner, failing cells, failure list
 CLASS_LABELS = {"q4_k": "Q4_K", "q6_k": "Q6_K", "attention_qk": "QK",
                 "attention_softmax": "softmax", "attention_pv": "PV"}
-_RANK = ("passed", "skipped", "failed")  # _outcome's values, better first
-FAILED = ("failed", "error", "xpassed", "xfailed")  # case outcomes of a claim that did not hold
+_RANK = ("passed", "skipped", "failed")  # CaseState.tone's values, better first
 SMOKE_CASE = ("test_positive_trace.py", "test_fingerprint_equals_seed_smoke")
-_NODE = re.compile(r"(?:^|/)(test_\w+\.py)::(\w+)(?:\[(.*)\])?$")
 _PRESENT: dict[object, str] = {True: "present", False: "absent"}
 _OK: dict[object, str] = {True: "ok", False: "NOT ok"}
 
 
-def _parse(nodeid: str):
-    match = _NODE.search(nodeid)
-    return (match.group(1), match.group(2), match.group(3)) if match else (None, None, None)
-
-
-def _outcome(case: dict) -> str:
-    """passed | failed | skipped (skipped, or started and never finished)."""
-    outcome = case.get("outcome")
-    return "failed" if outcome in FAILED else "passed" if outcome == "passed" else "skipped"
-
-
-def _launch_table(model: dict | None):
-    """The suite's own launch table for the certificate's model widths (else the full profile)."""
-    from pytest_palw.fixtures.models.profiles import PROFILES, Profile
-    from pytest_palw.fixtures.oracles.launch_table import expected_launches
-
-    profile = PROFILES["full"]
-    fields = (model or {}).get("profile") or {}
-    if all(fields.get(name) for name in ("n_embd", "n_ff", "n_vocab")):
-        widths = {name: fields[name] for name in ("n_embd", "n_ff", "n_vocab")}  # the pinned topology's table
-        profile = Profile(Path((model or {}).get("path") or "model.gguf").name, **widths)
-    return expected_launches(profile)
+def _tone(case: dict) -> str:
+    """passed | failed | skipped (not run): the page's class of the case's state."""
+    return CaseState(case["state"]).tone
 
 
 def launch_cells(document: dict) -> list[dict]:
     """One cell per expected launch: class, layer, tensor, outcome and the cases behind it (each
     case's launch as its run recorded it: CaseResult.launch)."""
-    launches = _launch_table(document.get("model"))
+    document = current(document)
+    launches = launch_table(document.get("model"))
     mmvq = set(mmvq_positions(launches))
     streams = launch_families(document)  # label -> stream
     by_index: dict[int, dict[str, str]] = {launch.index: {} for launch in launches}
-    for case, launch in case_launches(document, launches):
-        if launch["index"] in by_index:  # two cases of one family at one launch: the worse outcome
+    for case in document.get("cases", []):
+        launch = case["launch"]
+        if launch and launch["index"] in by_index:  # two cases of one family at one launch: the worse outcome
             results = by_index[launch["index"]]
-            results[launch["label"]] = max(results.get(launch["label"], "passed"), _outcome(case), key=_RANK.index)
+            results[launch["label"]] = max(results.get(launch["label"], "passed"), _tone(case), key=_RANK.index)
     cells = []
     for launch in launches:
         wanted = [label for label, stream in streams.items() if stream == "v2" or launch.index in mmvq]
@@ -86,32 +69,15 @@ def launch_families(document: dict) -> dict[str, str]:
     """label -> stream of every family of launch cases in the certified run's inventory."""
     functions = (document.get("inventory") or {}).get("functions") or []
     families = {f["launch"]["label"]: f["launch"]["stream"] for f in functions if f.get("launch")}
-    if families:
-        return families
-    from pytest_palw.certificate.legacy import INDEX_CASES
-
-    return dict(INDEX_CASES.values())
-
-
-def case_launches(document: dict, launches) -> list[tuple[dict, dict]]:
-    """(case, its launch) for every case about one launch. A certificate written before the run
-    recorded them has none: its launches are read from its case ids (legacy.py), and its families
-    are the ones the page knew then."""
-    cases = document.get("cases", [])
-    if any("launch" in case for case in cases):
-        return [(case, case["launch"]) for case in cases if case.get("launch")]
-    from pytest_palw.certificate.legacy import launches_from_ids
-
-    return launches_from_ids(cases, launches)
+    return families or dict(INDEX_CASES.values())  # an inventory older than them: the families the page knew then
 
 
 def module_claims(document: dict) -> list[dict]:
     """One row per conformance module: its claim (as the certified run's inventory read it; for an
     older certificate, from the installed suite) and its case counts."""
     counts: dict[str, Counter] = {}
-    for case in document.get("cases", []):
-        module = _parse(case.get("id") or case["nodeid"])[0] or case["nodeid"].split("::")[0].rsplit("/", 1)[-1]
-        counts.setdefault(module, Counter())[_outcome(case)] += 1
+    for case in current(document).get("cases", []):
+        counts.setdefault(parse_case_id(case["id"])[0], Counter())[_tone(case)] += 1
     claims = (document.get("inventory") or {}).get("claims")
     if claims is None:
         claims = {path.name: dict(zip(("scope", "claim"), claim_of(path)))
@@ -133,10 +99,10 @@ def smoke_agreement(document: dict) -> str:
     """"plugin v2 fingerprint == seed smoke fingerprint: yes/no", or why it was not compared."""
     fingerprints = document.get("fingerprints") or {}
     smoke = fingerprints.get("seed_smoke_v2") or fingerprints.get("smoke")
-    case = next((c for c in document.get("cases", []) if _parse(c["nodeid"])[:2] == SMOKE_CASE), None)
+    case = next((c for c in current(document).get("cases", []) if parse_case_id(c["id"])[:2] == SMOKE_CASE), None)
     if smoke and fingerprints.get("v2"):
         return f"plugin v2 fingerprint == seed smoke fingerprint: {'yes' if smoke == fingerprints['v2'] else 'no'}"
-    if case is not None and _outcome(case) == "failed":
+    if case is not None and _tone(case) == "failed":
         return f"plugin v2 fingerprint == seed smoke fingerprint: no ({case.get('reason') or 'the case failed'})"
     why = f" ({case['reason']})" if case is not None and case.get("reason") else ""
     return f"seed smoke not compared in this run{why}"
@@ -206,14 +172,15 @@ def render(document: dict) -> str:
                                      undefined=jinja2.ChainableUndefined)
     environment.filters["fact"] = _fact
     environment.filters["message"] = lambda reason: re.sub(r"^E\s+", "", reason or "") or "no message recorded"
+    document = current(document)
     cases = document.get("cases", [])
     cells = launch_cells(document)
     skipped = Counter(case.get("reason") or "no reason given" for case in cases if case["outcome"] == "skipped")
     model = document.get("model") or {}
     return environment.get_template(TEMPLATE).render(
         doc=document, verdict=document["verdict"], summary=document.get("summary") or {},
-        failures=[case for case in cases if _outcome(case) == "failed"],
-        tally=Counter(_outcome(case) for case in cases),
+        failures=[case for case in cases if _tone(case) == "failed"],
+        tally=Counter(_tone(case) for case in cases),
         runtime_facts=_runtime_facts(document), device=document.get("device") or {},
         model=model, profile=model.get("profile") or {},
         fingerprints={k: v for k, v in (document.get("fingerprints") or {}).items() if not k.startswith("_")},

@@ -333,6 +333,28 @@ def case_id(nodeid: str, location_path: str, rootpath: Path, suite_dir: Path | N
     return f"{SUITE_PREFIX}{path.name}::{rest}"
 
 
+def parse_case_id(name: str) -> tuple[str, str, str | None]:
+    """(module file, function, parameter id or None) of a case id or node id:
+    ``conformance/test_x.py::test_f[3]`` -> ``("test_x.py", "test_f", "3")``."""
+    path, _, rest = name.partition("::")
+    function, bracket, param = rest.partition("[")
+    return path.rsplit("/", 1)[-1], function, param[:-1] if bracket else None
+
+
+def launch_table(model: dict | None):
+    """The suite's launch table for a certificate's model widths (``document["model"]``; else the
+    full profile's)."""
+    from pytest_palw.fixtures.models.profiles import PROFILES, Profile
+    from pytest_palw.fixtures.oracles.launch_table import expected_launches
+
+    profile = PROFILES["full"]
+    fields = (model or {}).get("profile") or {}
+    if all(fields.get(name) for name in ("n_embd", "n_ff", "n_vocab")):
+        widths = {name: fields[name] for name in ("n_embd", "n_ff", "n_vocab")}  # the pinned topology's table
+        profile = Profile(Path((model or {}).get("path") or "model.gguf").name, **widths)
+    return expected_launches(profile)
+
+
 # -- what was tested --------------------------------------------------------------------------------
 PLUGIN_CODE = (".py", ".h", ".c", ".cpp")  # the plugin's Python and the C it compiles (the trace's caller)
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-# pytest's own report categories (pytest_report_teststatus) for a case's reports; "" is a passing
-# setup or teardown. Any other category is an outcome pytest does not name (a rerun plugin's "rerun").
-KNOWN_CATEGORIES = ("", "passed", "failed", "error", "skipped", "xfailed", "xpassed")
+from pytest_palw.certificate.state import CaseState
+
 FIRST = 3  # ids named per reason
 
 
@@ -32,34 +31,12 @@ class RunFacts:
     selection: list[str] = field(default_factory=list)  # why cases may be missing (-k, node ids): named with them
 
 
-def state_of(case, case_id: str) -> str:
-    """What became of one case: "passed", or the kind of reason it gives."""
-    if case is None:
-        return "missing"
-    if case.crashed:
-        return "crashed"
-    if any(outcome == "failed" for outcome in case.phases.values()):
-        return "failed"
-    categories = set(case.categories)
-    if categories & {"failed", "error"}:
-        return "failed"
-    if categories & {"xfailed", "xpassed"}:
-        return "xfail"
-    if "skipped" in case.phases.values():
-        return "skipped"
-    if case.swapped:
-        return "swapped"
-    if (case.entries or 0) > 1 or case.raised:  # entries None: a certificate older than the count
-        return "retried"
-    if case.unknown:
-        return "unknown"
-    if case.phases.get("setup") != "passed" or "call" not in case.phases:
-        return "body not run"
-    if case.phases["call"] != "passed" or case.body != case_id:  # the witness names the case that ran
-        return "body not run"
-    if case.phases.get("teardown") != "passed":
-        return "incomplete"
-    return "passed"
+def case_states(inventory, cases: dict) -> dict[str, CaseState]:
+    """Each case's state, given once: every reported case, and every required case never reported."""
+    states = {case_id: CaseState.of(case, case_id) for case_id, case in cases.items()}
+    for case_id in inventory.required if inventory is not None else ():
+        states.setdefault(case_id, CaseState.MISSING)
+    return states
 
 
 def _first(ids: list[str]) -> str:
@@ -67,71 +44,76 @@ def _first(ids: list[str]) -> str:
     return f"{shown}, ..." if len(ids) > FIRST else shown
 
 
-def judge(inventory, cases: dict, run: RunFacts) -> dict:
-    """The verdict of a run: ``cases`` maps the inventory's case ids to their CaseResult."""
+def judge(inventory, cases: dict, run: RunFacts, states: dict[str, CaseState] | None = None) -> dict:
+    """The verdict of a run: ``cases`` maps the inventory's case ids to their CaseResult, ``states``
+    their case_states (None: given here)."""
+    if states is None:
+        states = case_states(inventory, cases)
     reasons: list[str] = []
     if inventory is None:
         required: tuple[str, ...] = ()
         reasons.append("no expected inventory: nothing says which cases had to pass")
     else:
         required = inventory.required
-    states: dict[str, list[str]] = {}
+    by_state: dict[CaseState, list[str]] = {}
     for case_id in required:
-        states.setdefault(state_of(cases.get(case_id), case_id), []).append(case_id)
-    passed = len(states.get("passed", []))
+        by_state.setdefault(states[case_id], []).append(case_id)
+    passed = len(by_state.get(CaseState.PASSED, []))
     total = len(required)
 
-    missing = states.get("missing", [])
+    missing = by_state.get(CaseState.MISSING, [])
     if missing:
         reasons.append(f"{len(missing)} of {total} expected case(s) never reported (first: {_first(missing)}): "
                        "not collected, deselected or never run")
         reasons += run.selection
-    if states.get("crashed"):
-        ids = states["crashed"]
+    if by_state.get(CaseState.CRASHED):
+        ids = by_state[CaseState.CRASHED]
         reasons.append(f"{len(ids)} case(s) crashed their worker (first: {_first(ids)})")
     expected_ids = set(inventory.ids) if inventory is not None else set()
-    failed = list(states.get("failed", []))
-    failed += sorted(case_id for case_id, case in cases.items()  # exempt and outside the inventory
-                     if case_id not in required and state_of(case, case_id) in ("failed", "crashed"))
+    failed = list(by_state.get(CaseState.FAILED, []))
+    failed += sorted(case_id for case_id in cases  # exempt and outside the inventory
+                     if case_id not in required and states[case_id] in (CaseState.FAILED, CaseState.CRASHED))
     if failed:
         reasons.append(f"{len(failed)} case(s) failed (first: {_first(failed)})")
     outside = sorted(set(cases) - expected_ids)
     if outside:
         reasons.append(f"{len(outside)} case(s) of the suite are not in the expected inventory (first: "
                        f"{_first(outside)}): a plugin or option added them")
-    if states.get("xfail"):
-        reasons.append(f"{len(states['xfail'])} case(s) marked xfail (first: {_first(states['xfail'])}): a certified "
+    if by_state.get(CaseState.XFAIL):
+        ids = by_state[CaseState.XFAIL]
+        reasons.append(f"{len(ids)} case(s) marked xfail (first: {_first(ids)}): a certified "
                        "claim cannot be expected to fail")
-    if states.get("unknown"):
-        ids = states["unknown"]
+    if by_state.get(CaseState.UNKNOWN):
+        ids = by_state[CaseState.UNKNOWN]
         names = sorted({name for case_id in ids for name in cases[case_id].unknown})
         reasons.append(f"{len(ids)} case(s) reported an outcome pytest does not name ({', '.join(names)}) "
                        f"(first: {_first(ids)})")
     skipped: Counter = Counter()
-    for case_id in states.get("skipped", []):
+    for case_id in by_state.get(CaseState.SKIPPED, []):
         case = cases[case_id]
         skipped[(inventory.tiers[case_id], case.reason or "no reason given")] += 1
     for (tier, reason), count in sorted(skipped.items()):
         reasons.append(f"{count} {tier.upper()}-tier case(s) not run: {reason}")
-    if states.get("retried"):
-        ids = states["retried"]
+    if by_state.get(CaseState.RETRIED):
+        ids = by_state[CaseState.RETRIED]
         shown = [f"{case_id} (entered {_times(cases[case_id].entries)}, raised "
                  f"{', '.join(cases[case_id].raised) or 'nothing'})" for case_id in ids]
         reasons.append(f"{len(ids)} case(s) whose body was entered more than once or raised in its call (first: "
                        f"{_first(shown)}): a retry (flaky, pytest-rerunfailures, pytest-retry, a conftest loop) or "
                        "a swallowed exception; a case that failed once is not certified")
-    if states.get("swapped"):
-        ids = states["swapped"]
+    if by_state.get(CaseState.SWAPPED):
+        ids = by_state[CaseState.SWAPPED]
         names = sorted({name for case_id in ids for name in cases[case_id].swapped})
         reasons.append(f"{len(ids)} case(s) received a fixture value the plugin's fixture did not return "
                        f"({', '.join(names)}) (first: {_first(ids)}): a conftest or plugin swapped it "
                        "(pytest_fixture_setup, item.funcargs); remove it to certify")
-    if states.get("body not run"):
-        ids = states["body not run"]
+    ids = by_state.get(CaseState.BODY_NOT_REACHED, []) + by_state.get(CaseState.BODY_NOT_WITNESSED, [])
+    if ids:
+        ids = sorted(ids)
         reasons.append(f"{len(ids)} case(s) whose body never ran to its end (first: {_first(ids)}): setup only "
                        "(--setup-only, --setup-plan) or a call that did not run the suite's function")
-    if states.get("incomplete"):
-        ids = states["incomplete"]
+    if by_state.get(CaseState.INCOMPLETE):
+        ids = by_state[CaseState.INCOMPLETE]
         reasons.append(f"{len(ids)} case(s) started and never finished (first: {_first(ids)})")
     if run.interrupted:
         reasons.append(f"the run was interrupted ({run.interrupted})")

@@ -240,7 +240,7 @@ def mapped_libraries() -> dict[str, str]:
     the build tree) shows here under its own path."""
     from pytest_palw.runtime.kernel_digest import Mapping, mapped_sha256
 
-    found = {}
+    found: dict = {}
     try:
         with open("/proc/self/maps") as maps:
             lines = [line.split(maxsplit=5) for line in maps]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_palw.runtime.callbacks import CallbackOwner
 from pytest_palw.runtime.discovery import (
@@ -48,6 +49,15 @@ class KernelInfos:
     """Kernel self-description queried after attach (cffi structs, owned). Each one set is handed
     to the C callbacks of ``state`` at once."""
 
+    _ffi: Any
+    _state: Any
+    q4: Any
+    q6: Any
+    qk: Any
+    softmax: Any
+    pv: Any
+    collector: Any
+
     def __init__(self, ffi, state):
         object.__setattr__(self, "_ffi", ffi)
         object.__setattr__(self, "_state", state)
@@ -78,6 +88,8 @@ class Fault:
 class TraceCaller(CallbackOwner):
     """Caller state of one trace (the smoke's trace_state / mixed_trace_state), held in C."""
 
+    _decoded: list[dict]  # associations, decoded once per length (absent before)
+
     def __init__(self, runtime, candidates: list[Candidate], *, version: int = 2,
                  reject_index: int | None = None, digests: dict[str, bytes] | None = None,
                  change: tuple[int, object] | None = None, table=None):
@@ -86,7 +98,7 @@ class TraceCaller(CallbackOwner):
         launch before and after the change is kept in ``changed`` (two byte strings). ``table``:
         ``candidate_table(ffi, candidates)`` made once for many callers (else made here)."""
         super().__init__()
-        self.change = change
+        self.change: Any = change
         self.changed: tuple[bytes, bytes] | None = None
         self.runtime, self.ffi, self.lib = runtime, runtime.ffi, runtime.lib
         self.candidates = candidates

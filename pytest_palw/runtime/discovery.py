@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from pytest_palw.runtime.callbacks import CallbackOwner
 from pytest_palw.topology import AttentionGeometry
@@ -46,7 +47,7 @@ class Candidate:
 
 @dataclass(repr=False)
 class Discovery(CallbackOwner):
-    runtime: object = None
+    runtime: Any = None
     attention: AttentionGeometry | None = None  # the model's (Model.profile.attention)
     candidates: list[Candidate] = field(default_factory=list)
     attention_seen: int = 0
@@ -83,7 +84,7 @@ class Discovery(CallbackOwner):
         lib, null = self._lib, self._ffi.NULL
         if t.type != lib.GGML_TYPE_F32 or t.src[0] == null:
             return STAGE_NONE
-        a = self.attention
+        a = cast(AttentionGeometry, self.attention)
         ne = [int(t.ne[i]) for i in range(4)]
         if (t.op == lib.GGML_OP_SOFT_MAX and t.src[0].type == lib.GGML_TYPE_F32
                 and t.src[1] != null and t.src[1].type == lib.GGML_TYPE_F32 and t.src[2] == null
@@ -106,11 +107,12 @@ class Discovery(CallbackOwner):
             self.failed = True  # the smoke fails discovery on an out-of-order stage
             return
         m = int(t.ne[0])
+        a = cast(AttentionGeometry, self.attention)
         self.candidates.append(Candidate(
             index=len(self.candidates), klass=STAGE_CLASS[stage], layer=self.attention_seen // 3,
             node=self._string(t.name), weight=None, weight_data=0, m=m, n=1,
-            k=1 if stage == STAGE_SOFTMAX else int(t.src[0].ne[0]), batch=self.attention.query_heads,
-            output_rows=self.attention.query_heads, output_columns=m,
+            k=1 if stage == STAGE_SOFTMAX else int(t.src[0].ne[0]), batch=a.query_heads,
+            output_rows=a.query_heads, output_columns=m,
             kind=lib.PALW_CUDA_TRACE_ATTENTION if stage == STAGE_SOFTMAX else lib.PALW_CUDA_TRACE_GEMM,
             quantization=lib.PALW_CUDA_TRACE_QUANTIZATION_NONE, attention_stage=stage,
             attention=self.attention))

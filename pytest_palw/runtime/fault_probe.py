@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -322,7 +323,8 @@ class Bench:
         self.ffi, self.lib = runtime.ffi, runtime.lib
         self.contexts: list = []  # created, not yet destroyed
         self._buffers: list = []
-        self.backend = self.probe = None
+        self.backend: Any = None
+        self.probe: Any = None
 
     def open(self) -> None:
         runtime, ffi, lib = self.runtime, self.ffi, self.lib

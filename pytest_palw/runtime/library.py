@@ -280,6 +280,8 @@ class Runtime:
 
 
 class Model:
+    pointer: int | None  # None once freed
+
     def __init__(self, runtime: Runtime, path: Path, pointer: int):
         self.runtime, self.path, self.pointer = runtime, Path(path), pointer
         llama = runtime.llama
@@ -352,6 +354,8 @@ class Model:
 
 
 class Context:
+    pointer: int | None  # None once freed
+
     def __init__(self, model: Model, pointer: int, keepalive=(), slots=None):
         self.model, self.pointer = model, pointer
         self._keepalive = keepalive  # the eval handle must outlive the context

@@ -40,6 +40,8 @@ class ReferenceRun(Discovery):
     tiles: list[np.ndarray] = field(default_factory=list)
     associations: list = field(default_factory=list)  # cffi association_v2 per candidate
     build_associations: bool = False
+    decode_status: int | None = None  # of the one decode (reference_run)
+    logits: np.ndarray | None = None
 
     def on_eval(self, tensor, ask: bool) -> bool:
         if ask:

@@ -14,6 +14,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from pytest_palw.cache import FileDigest
 from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
@@ -149,7 +150,7 @@ def choose_build(location: str | None, devices, build_policy: str | None, tools_
     if devices:
         chosen = choice.choose_cuda(devices[0])
         if chosen is not None:
-            return RuntimeBuild.locate(chosen.manifest.path, tools_dir), chosen.line
+            return RuntimeBuild.locate(cast(Path, chosen.manifest.path), tools_dir), chosen.line
         line = (f"runtime: no CUDA build of this checkout suits {devices[0].name} (cc {devices[0].cc}), so the "
                 "CPU build runs and the GPU tier cannot: run `palw build --variant cuda` first")
     manifest = api.find_manifest(variant="cpu")
@@ -158,4 +159,4 @@ def choose_build(location: str | None, devices, build_policy: str | None, tools_
             raise RuntimeLibraryError("no cached PALW runtime for this host and --palw-build=never: run "
                                       "`palw build` or pass --palw-lib")
         manifest = api.build(variant="cpu")
-    return RuntimeBuild.locate(Path(manifest.path), tools_dir), line
+    return RuntimeBuild.locate(Path(cast(Path, manifest.path)), tools_dir), line

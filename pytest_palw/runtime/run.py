@@ -7,6 +7,7 @@ attach -> kernel info -> decode -> unbind -> diagnostics -> (finalize -> diagnos
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.codec import encode_stream, fingerprint
@@ -35,7 +36,7 @@ class TraceRun:
     finalize_status: int | None = None
     after_finalize: Diagnostics | None = None
     destroy_status: int | None = None
-    records: object = None  # cffi palw_cuda_trace_record_v3[count]
+    records: Any = None  # cffi palw_cuda_trace_record_v3[count]
     record_count: int = 0
     python_stream: bytes = b""
     c_stream: bytes | None = None

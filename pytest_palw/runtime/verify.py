@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from pytest_palw.runtime.discovery import STAGE_CLASS, STAGE_NONE, STAGE_PV, STAGE_QK, STAGE_SOFTMAX, Candidate
+from pytest_palw.topology import AttentionGeometry
 
 STAGE_OF = {klass: stage for stage, klass in STAGE_CLASS.items()}
 
@@ -33,7 +36,7 @@ def identity_mismatches(ffi, record, identity, whose: str = "the kernel's") -> l
 def record_mismatches(ffi, record, index: int, expected: Candidate, infos, lib) -> list[str]:
     """verify_mixed_record (V2) — for a V1 record pass a MMVQ candidate; V1's output_rows is 1."""
     base = record.base.base
-    checks = {
+    checks: dict[str, tuple[Any, Any]] = {
         "kernel_sequence": (base.kernel_sequence, index),
         "covered_schedule_index": (record.covered_schedule_index, index),
         "tile_index": (base.tile_index, 0), "tile_row": (base.tile_row, 0), "tile_column": (base.tile_column, 0),
@@ -49,7 +52,7 @@ def record_mismatches(ffi, record, index: int, expected: Candidate, infos, lib) 
                        "sublaunch_count": (record.sublaunch_count, 1)})
     else:
         info = infos.attention(expected.attention_stage)
-        d, a = info.dimensions, expected.attention
+        d, a = info.dimensions, cast(AttentionGeometry, expected.attention)
         checks.update({
             "layer_present": (record.layer_present, 1), "layer_id": (base.layer_id, expected.layer),
             "attention_group_present": (record.attention_group_present, 1),

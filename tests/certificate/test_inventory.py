@@ -3,9 +3,6 @@ suite yields, refusing the patterns it cannot enumerate, and stated compactly in
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from pytest_palw.certificate import inventory
@@ -18,15 +15,14 @@ def suite():
     return inventory.build()
 
 
-def test_the_inventory_is_what_a_plain_collection_of_the_suite_yields(suite, tmp_path):
+def test_the_inventory_is_what_a_plain_collection_of_the_suite_yields(suite, pytester):
     """The coverage check: a case pytest would collect that the inventory does not name (a fixture
     with params, a pytest_generate_tests, a test class) fails here, in CI, before a certificate can
     be short of it; so does a case the inventory names that pytest does not collect."""
-    result = subprocess.run([sys.executable, "-m", "pytest", str(CONFORMANCE_DIR), "--co", "-q", "-p",
-                             "no:cacheprovider", f"--rootdir={CONFORMANCE_DIR.parent}"],
-                            capture_output=True, text=True, timeout=600, cwd=CONFORMANCE_DIR.parent)
-    collected = {line.strip() for line in result.stdout.splitlines() if line.startswith("conformance/")}
-    assert collected, result.stdout[-2000:] + result.stderr[-2000:]
+    result = pytester.runpytest_subprocess(str(CONFORMANCE_DIR), "--co", "-q", "-p", "no:cacheprovider",
+                                           f"--rootdir={CONFORMANCE_DIR.parent}", timeout=600)
+    collected = {line.strip() for line in result.outlines if line.startswith("conformance/")}
+    assert collected, "\n".join(result.outlines[-20:] + result.errlines[-20:])
     assert collected == set(suite.ids), (sorted(collected - set(suite.ids))[:5], sorted(set(suite.ids) - collected)[:5])
 
 
@@ -94,8 +90,8 @@ def test_what_the_inventory_cannot_name_is_refused(tmp_path, source, message):
         inventory.build(tmp_path)
 
 
-def test_parameter_ids_as_pytest_gives_them(tmp_path):
-    (tmp_path / "test_x.py").write_text(
+def test_parameter_ids_as_pytest_gives_them(pytester):
+    (pytester.path / "test_x.py").write_text(
         "import pytest\n"
         "pytestmark = pytest.mark.palw_gpu\n"
         "@pytest.mark.parametrize('v', [2, 1])\n"
@@ -106,16 +102,14 @@ def test_parameter_ids_as_pytest_gives_them(tmp_path):
         "def test_b(a, b): pass\n"
         "def helper(): pass\n"
         "def _test_private(): pass\n")
-    built = inventory.build(tmp_path)
+    built = inventory.build(pytester.path)
     expected = {f"conformance/test_x.py::test_a[{f}-{v}]" for f in ("a", "None", "True") for v in (2, 1)}
     assert set(built.ids) == expected | {"conformance/test_x.py::test_b[first]", "conformance/test_x.py::test_b[named]"}
     assert built.tiers["conformance/test_x.py::test_a[a-2]"] == "gpu"
     assert built.tiers["conformance/test_x.py::test_b[first]"] == "pinned"
-    result = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p", "no:palw",
-                             f"--rootdir={tmp_path}", "test_x.py"], capture_output=True, text=True, timeout=300,
-                            cwd=tmp_path)
-    collected = {f"conformance/{line.strip()}" for line in result.stdout.splitlines() if "::" in line}
-    assert collected == set(built.ids), result.stdout[-2000:]
+    result = pytester.runpytest_subprocess("--co", "-q", "-p", "no:cacheprovider", "-p", "no:palw", "test_x.py")
+    collected = {f"conformance/{line.strip()}" for line in result.outlines if "::" in line}
+    assert collected == set(built.ids), result.outlines[-20:]
 
 
 def test_a_function_pytest_does_not_collect_is_not_expected(tmp_path):

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_palw.certificate import CaseResult, Certificate
 from pytest_palw.certificate.inventory import Family, Inventory
-from pytest_palw.certificate.verdict import RunFacts, judge, state_of
+from pytest_palw.certificate.state import CaseState
+from pytest_palw.certificate.verdict import RunFacts, judge
 
 INVENTORY = Inventory((Family("conformance/test_a.py::test_i", "cpu", tuple(map(str, range(4)))),
                        Family("conformance/test_a.py::test_g", "gpu"),
@@ -59,11 +60,11 @@ G = "conformance/test_a.py::test_g"
 
 @pytest.mark.parametrize("reports, state, reason", [
     ([], "missing", "1 of 5 expected case(s) never reported (first: conformance/test_a.py::test_g)"),
-    ([report("setup", "passed")], "body not run", "1 case(s) whose body never ran to its end"),
-    ([report("setup", "passed"), report("call", "passed"), report("teardown", "passed")], "body not run",
+    ([report("setup", "passed")], "body not reached", "1 case(s) whose body never ran to its end"),
+    ([report("setup", "passed"), report("call", "passed"), report("teardown", "passed")], "body not witnessed",
      "whose body never ran to its end"),
     ([report("setup", "passed"), report("call", "passed", body="conformance/test_a.py::test_i[0]"),
-      report("teardown", "passed")], "body not run", "whose body never ran to its end"),
+      report("teardown", "passed")], "body not witnessed", "whose body never ran to its end"),
     ([report("setup", "passed"), report("call", "passed", body=G)], "incomplete",
      "1 case(s) started and never finished"),
     ([report("setup", "skipped")], "skipped", "1 GPU-tier case(s) not run: no CUDA"),
@@ -81,7 +82,7 @@ def test_each_way_short_of_passing_is_its_own_reason(reports, state, reason):
     if not reports:
         del cases[G]
     certificate = certificate_of(cases)
-    assert state_of(certificate.cases.get(G), G) == state
+    assert CaseState.of(certificate.cases.get(G), G) == state
     verdict = judge(INVENTORY, certificate.cases, RunFacts(exitstatus=0))
     assert verdict["certified"] is False and verdict["passed"] == 4
     assert any(reason in line for line in verdict["reasons"]), verdict["reasons"]

@@ -2,23 +2,19 @@
 one launch carries that launch in its reports (the certificate's launch map reads it there)."""
 
 import json
-import subprocess
-import sys
 
 from pytest_palw.fixtures.models.profiles import PROFILES
 from pytest_palw.fixtures.oracles.launch_table import expected_launches
 from pytest_palw.paths import CONFORMANCE_DIR
 
 
-def test_workers_run_the_model_the_controller_resolved_and_record_each_case_s_launch(tmp_path):
-    certificate = tmp_path / "certificate.json"
+def test_workers_run_the_model_the_controller_resolved_and_record_each_case_s_launch(pytester):
+    certificate = pytester.path / "certificate.json"
     suite = CONFORMANCE_DIR
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--palw-model=profile:tiny",
-         f"--palw-certificate={certificate}", str(suite / "test_launch_order.py"),
-         f"{suite / 'test_reject_index.py'}::test_reject_v2[7]"],
-        capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert certificate.is_file(), result.stdout[-2000:] + result.stderr[-2000:]
+    result = pytester.runpytest_subprocess(
+        "-q", "-p", "no:cacheprovider", "-n", "2", "--palw-model=profile:tiny", f"--palw-certificate={certificate}",
+        str(suite / "test_launch_order.py"), f"{suite / 'test_reject_index.py'}::test_reject_v2[7]", timeout=900)
+    assert certificate.is_file(), "\n".join(result.outlines[-30:] + result.errlines[-30:])
     document = json.loads(certificate.read_text())
 
     workers = {name: facts for name, facts in document["workers"].items() if name != "controller"}

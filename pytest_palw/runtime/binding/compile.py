@@ -9,6 +9,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import cffi
@@ -31,11 +32,11 @@ def build_extension(
     cdef: str,
     source: str,
     *,
-    sources: list[Path] = (),
-    include_dirs: list[Path] = (),
-    library_dirs: list[Path] = (),
-    libraries: list[str] = (),
-    define_macros: list[tuple[str, str]] = (),
+    sources: Sequence[Path | str] = (),
+    include_dirs: Sequence[Path] = (),
+    library_dirs: Sequence[Path] = (),
+    libraries: Sequence[str] = (),
+    define_macros: Sequence[tuple[str, str]] = (),
 ):
     """Build (once) and import the extension; returns the module (``.ffi``, ``.lib``)."""
     sources = [Path(s) for s in sources]
@@ -81,6 +82,7 @@ def build_extension(
                 shutil.rmtree(scratch, ignore_errors=True)
             built = sorted(target.glob(f"{name}*.so"))
     spec = importlib.util.spec_from_file_location(name, built[0])
+    assert spec is not None and spec.loader is not None, f"{built[0]} is no importable extension"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
