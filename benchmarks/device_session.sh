@@ -111,12 +111,17 @@ certify() {  # the README's certification command, timed; the certificate comes 
 certify_warm() { CERT=certificate-warm certify; }  # the same command again: the warm figure and its timeline
 vendor_build() {  # #29: the patched tree built with plain cmake (no palw build); libraries + tools in one directory
   local src arch; src="$(dirname "$MANIFEST")/source"
+  if [ ! -d "$src" ]; then  # no palw build in this call: the carried `palw source` tree (seed-patched)
+    rm -rf /root/.cache/vendor-src && mkdir -p /root/.cache/vendor-src
+    tar xzf .carry/palw-source.tar.gz -C /root/.cache/vendor-src && src=/root/.cache/vendor-src/palw-source/llama.cpp
+  fi
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
   local t0=$(date +%s)
   cmake -S "$src" -B /root/.cache/vendor-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
       -DGGML_NATIVE=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
       -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON -DGGML_CUDA=ON -DGGML_CUDA_FA=OFF \
       -DCMAKE_CUDA_ARCHITECTURES="$arch" -DGGML_CUDA_PALW_TRACE=ON -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON \
+      -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--exclude-libs,libstdc++.a:libsupc++.a" \
       -DPALW_CUDA_RUNTIME_DIR="$PWD/native/runtime-palw/cuda" -DPALW_CUDA_PINNED_CC="${arch}0" || return 1
   nice -n 10 cmake --build /root/.cache/vendor-build -j "$(nproc)" \
       --target llama ggml llama-palw-observer llama-palw-mmvq-smoke | tail -n 3 || return 1
@@ -134,9 +139,10 @@ certify_brought() {  # #29: the plain-cmake libraries, no manifest anywhere abov
       --source .carry/palw-source.tar.gz; local rc=$?
   python3 - "$RES/certificate-brought.json" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1])); r = d["runtime"]
-print("origin", r.get("origin"), "pinned_cc", d.get("pinned_cc"), "absent", r.get("absent"))
-for path, digest in (r.get("observed") or {}).get("libraries", {}).items(): print(" ", digest, path)
+d = json.load(open(sys.argv[1])); r = d.get("runtime") or {}
+print("origin", r.get("origin"), "pinned_cc", d.get("pinned_cc"), "pin", r.get("pin"), "absent", r.get("absent"))
+print("cxx_runtime_ok", r.get("cxx_runtime_ok"), "variant", r.get("variant"), "tools", r.get("tools"))
+for path, digest in (r.get("libraries") or {}).items(): print(" ", digest, path)
 PY
   return $rc
 }

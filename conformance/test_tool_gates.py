@@ -35,7 +35,6 @@ import subprocess
 
 import pytest
 
-from pytest_palw.build.choice import PALW_DEFAULT_PIN
 from pytest_palw.fixtures.models.catalog import (
     GATE_CONTROL,
     GATE_NEGATIVES,
@@ -235,7 +234,7 @@ def test_smoke_gets_past_its_gate_on_the_control(palw_session):
     result = _run_smoke(palw_session, GATE_CONTROL)
     assert MESSAGES["smoke"] not in result.stderr, "the smoke refuses the pinned profile"
     assert "error: failed to load model" not in result.stderr, result.stderr[-1500:]
-    device, pinned = palw_session.device, palw_session.build.pinned_cc or PALW_DEFAULT_PIN
+    device, pinned = palw_session.device, palw_session.pinned_cc  # a brought runtime's: observed
     if device is not None and device.cc == pinned:
         assert result.returncode == 0, result.stderr[-2000:]
         report = json.loads(result.stdout.strip().splitlines()[-1])

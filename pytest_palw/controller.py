@@ -74,7 +74,7 @@ class Controller:
             self.say(palw.runtime_line)
         require_palw_library(build.lib_dir)
         require_undamaged(build)
-        self.load_probe = LoadProbe(build.location, palw.resolved_model.path)
+        self.load_probe = LoadProbe(build.location, palw.resolved_model.path, brought=build.manifest_path is None)
         palw.mark("probe_started")
         pin = palw.pin_observation  # a brought CUDA runtime's: observed once, here (children, beside the probe)
         if pin is not None:

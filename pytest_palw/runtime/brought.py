@@ -210,6 +210,20 @@ def check_abi(lib_dir: Path, observed: dict[str, dict]) -> None:
                     "with another runtime header; rebuild it with the seed patch's palw_cuda_llama_mmvq.h")
 
 
+def check_cxx_runtime(lib_dir: Path, report: dict) -> None:
+    """`palw build`'s rule (build/cxx_runtime.py) on the libraries a vendor brings: RuntimeLibraryError,
+    in one line, before anything maps them, when one links libstdc++ statically and exports it."""
+    bad = {name: facts for name, facts in report["libraries"].items()
+           if not (facts["needs_libstdcxx"] or facts["runtime_exports"] == 0)}
+    if bad:
+        name, facts = next(iter(bad.items()))
+        raise RuntimeLibraryError(
+            f"{Path(lib_dir) / name} links libstdc++ statically and exports {facts['runtime_exports']} of its "
+            f"symbols (e.g. {facts['example']}), so under Python the other libraries' calls would run in its copy "
+            f"({len(bad)} of {len(report['libraries'])} libraries are so): relink them with {report['linker_flags']} "
+            "(CMAKE_SHARED_LINKER_FLAGS) or against a shared libstdc++.so.6, and bring the relinked libraries")
+
+
 def observe(lib_dir: Path) -> dict:
     """Every fact the certificate states about a brought runtime that its files show."""
     from pytest_palw.build.cxx_runtime import check_libraries
@@ -262,7 +276,8 @@ def suite_abi_dir(source: Path | str | None = None) -> tuple[Path, Path | None]:
 
     Made from ``source`` (--palw-source: the sdist or a `palw source` archive made from it), else from
     the cached sdist, downloaded on first use. Once made, no process needs the sources again (a worker,
-    a probe's child, an offline machine)."""
+    a probe's child, an offline machine), and ``source`` is not read: the copy is keyed by the sdist's
+    sha256 and the patch set, which any valid source has."""
     from pytest_palw.build.patching import apply_patch_set, current_patch_set
     from pytest_palw.build.source import SDIST_SHA256
     from pytest_palw.cache import exclusive, sha256_bytes
@@ -271,10 +286,10 @@ def suite_abi_dir(source: Path | str | None = None) -> tuple[Path, Path | None]:
     patch_set = current_patch_set()
     key = sha256_bytes(repr((SDIST_SHA256, patch_set.marker_digests())).encode())[:16]
     target = cache_dir("abi") / key
-    if source is None and _abi_complete(target):
+    if _abi_complete(target):  # never replaced once made: other processes import from it
         return target, target / ABI_BINDING
     with exclusive(cache_dir("abi") / f"{key}.lock", what="preparing the suite's ABI headers"):
-        if source is not None or not _abi_complete(target):
+        if not _abi_complete(target):
             tree = _sdist_tree(source, patch_set)
             scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{key}-"))
             try:

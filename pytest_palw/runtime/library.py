@@ -24,6 +24,7 @@ from pytest_palw.runtime.brought import (
     ORIGIN_BUILD,
     TOOL_NAMES,
     check_abi,
+    check_cxx_runtime,
     device_hook,
     find_tools,
     lib_dir_of,
@@ -143,6 +144,7 @@ class RuntimeBuild:
         require_palw_library(lib_dir)
         observed = observe(lib_dir)
         check_abi(lib_dir, observed["request_abi"])
+        check_cxx_runtime(lib_dir, observed["cxx_runtime"])
         headers, binding_copy = suite_abi_dir(source)
         observed["tools_looked_in"] = [str(Path(tools_dir).resolve())] if tools_dir else [
             str(place) for place in tool_places(lib_dir)]

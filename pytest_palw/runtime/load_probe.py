@@ -28,8 +28,8 @@ class LoadProbe:
     """The child, started without waiting: it loads the model while the session goes on (xdist
     starts its workers, pytest collects); ``check()`` waits for it before the first case runs."""
 
-    def __init__(self, location: Path, model: Path, timeout: float = 900):
-        self.location, self.model, self.timeout = location, model, timeout
+    def __init__(self, location: Path, model: Path, timeout: float = 900, brought: bool = False):
+        self.location, self.model, self.timeout, self.brought = location, model, timeout, brought
         self.started = time.monotonic()
         self.process = subprocess.Popen(child_command(location, model), stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
@@ -46,23 +46,26 @@ class LoadProbe:
                 f"loading {self.model} with the runtime {self.location} did not finish in "
                 f"{self.timeout:g} s (load probe): check that the model is on a local disk and the GPU "
                 "is free (nvidia-smi), then rerun") from None
-        problem = verdict(self.process.returncode, self.location, self.model)
+        problem = verdict(self.process.returncode, self.location, self.model, self.brought)
         if problem:
             raise RuntimeLibraryError(problem)
 
 
-def verdict(returncode: int, location: Path, model: Path) -> str | None:
+def verdict(returncode: int, location: Path, model: Path, brought: bool = False) -> str | None:
     """The one-line error for a child that died of a signal; None otherwise (other failures are
-    reported by the in-process load, with their own cause)."""
+    reported by the in-process load, with their own cause). ``brought``: a runtime without a
+    manifest, which its vendor rebuilds, not `palw build`."""
     if returncode >= 0:
         return None
     try:
         name = signal.Signals(-returncode).name
     except ValueError:
         name = f"signal {-returncode}"
+    fix = ("relink its libraries so that the process holds one C++ runtime (a shared libstdc++.so.6, or a "
+           "static one kept private with -Wl,--exclude-libs) and check what else they load (ldd)" if brought
+           else "rebuild it with `palw build --force`, which checks that the libraries share one C++ runtime")
     return (f"loading {model} through llama-cpp-python with the runtime {location} kills the process "
-            f"({name}); the runtime's C tools may still work, the Python binding cannot: rebuild it "
-            "with `palw build --force`, which checks that the libraries share one C++ runtime")
+            f"({name}); the runtime's C tools may still work, the Python binding cannot: {fix}")
 
 
 def main(argv: list[str]) -> int:

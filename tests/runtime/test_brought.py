@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_palw.errors import RuntimeLibraryError
-from pytest_palw.runtime.brought import REQUESTS, _compared_pair, find_tools
+from pytest_palw.runtime.brought import REQUESTS, _compared_pair, find_tools, observe
 from pytest_palw.runtime.library import RuntimeBuild
 
 
@@ -212,3 +212,29 @@ def test_a_library_that_hides_the_producer_fails_the_producer_cases_with_that_re
     message = str(refused.value)
     assert f"exports no {PRODUCER_FUNCTIONS['prepare']}" in message
     assert "drive the producer of the library under test" in message and "hides it" in message
+
+
+def test_a_library_that_brings_its_own_cxx_runtime_is_refused_before_it_loads(cpu_build, tmp_path, run_palw):
+    """The rule of `palw build` (build/cxx_runtime.py), applied to what a vendor brings: a library that
+    links libstdc++ statically and exports it would take over the other libraries' C++ runtime under
+    Python (on the device a plain-cmake build of that shape killed the load probe with SIGSEGV). Here
+    one more real library of that shape sits beside the patched ones."""
+    from pytest_palw.build.cxx_runtime import LINKER_FLAGS
+
+    lib_dir = bring(cpu_build, tmp_path / "lib")
+    source = tmp_path / "vendor_extra.cpp"
+    source.write_text('#include <sstream>\n#include <string>\n'
+                      'extern "C" int vendor_extra(long v) {\n'
+                      '  std::ostringstream s; s << v; return (int) s.str().size();\n}\n')
+    subprocess.run(["g++", "-shared", "-fPIC", "-static-libstdc++", "-o", str(lib_dir / "libggml-vendor.so"),
+                    str(source)], check=True)
+    assert observe(lib_dir)["cxx_runtime"]["ok"] is False
+    code, _lines, output = _refusal(run_palw, lib_dir, tmp_path)
+    assert code == 7
+    refusal = next(line for line in output.splitlines() if "libstdc++ statically" in line)
+    assert f"{lib_dir / 'libggml-vendor.so'} links libstdc++ statically and exports" in refusal
+    assert LINKER_FLAGS in refusal and "palw build --force" not in refusal
+    # The same directory with that library relinked as the refusal says passes the check.
+    subprocess.run(["g++", "-shared", "-fPIC", "-static-libstdc++", LINKER_FLAGS, "-o",
+                    str(lib_dir / "libggml-vendor.so"), str(source)], check=True)
+    assert RuntimeBuild.locate(lib_dir).observed["cxx_runtime"]["ok"] is True

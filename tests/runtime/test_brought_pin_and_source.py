@@ -93,6 +93,11 @@ def test_the_abi_copy_is_made_from_a_named_archive_once_then_needs_no_source(sdi
     # Made: no process needs a source again (no sdist in this cache, none downloaded).
     assert suite_abi_dir(None) == (headers, binding)
     assert not (private_cache / "sources" / "llama_cpp_python-0.3.34.tar.gz").exists()
+    # A complete copy is never replaced, even with the source named again: every xdist worker of a
+    # `palw certify --source` run calls this while others import llama_cpp from the copy (on the
+    # device a replacement under a reader cost a case "No module named llama_cpp._ctypes_extensions").
+    inode = headers.stat().st_ino
+    assert suite_abi_dir(archive) == (headers, binding) and headers.stat().st_ino == inode
 
     # The sdist itself, named, makes the same copy (same key: the sdist and the patch set).
     shutil.rmtree(headers)

@@ -16,6 +16,10 @@ def test_a_child_killed_by_a_signal_is_named():
     line = verdict(-11, Path("/builds/cuda/palw-manifest.json"), Path("/models/full.gguf"))
     assert "kills the process (SIGSEGV)" in line and "palw build --force" in line
     assert "\n" not in line
+    # A brought runtime (no manifest) is not ours to rebuild: its fix names the vendor's own build.
+    brought = verdict(-11, Path("/opt/vendor/lib"), Path("/models/full.gguf"), brought=True)
+    assert "kills the process (SIGSEGV)" in brought and "palw build" not in brought
+    assert "one C++ runtime" in brought and "relink" in brought
 
 
 @pytest.mark.parametrize("returncode", [0, 1])
