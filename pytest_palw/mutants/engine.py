@@ -117,6 +117,44 @@ def rebuild_targets(manifest: dict) -> list[str]:
     return ["llama", "ggml", *sorted(Path(tool).name for tool in tools.values() if tool)]
 
 
+RECORDED_TOOLS = ("CMAKE_COMMAND", "CMAKE_MAKE_PROGRAM")
+
+
+def recorded_tools(build_dir: Path) -> dict[str, str]:
+    """The cmake and ninja a build tree was configured with (its CMakeCache.txt, absolute paths)."""
+    found = {}
+    for line in (Path(build_dir) / "CMakeCache.txt").read_text(errors="replace").splitlines():
+        name, _, value = line.partition("=")
+        if name.split(":")[0] in RECORDED_TOOLS:
+            found[name.split(":")[0]] = value
+    return found
+
+
+def configure_here(build_dir: Path) -> str | None:
+    """A build tree whose recorded cmake or ninja is gone (a cached build outlives the virtual
+    environment that configured it) is configured again with this environment's, in place (its
+    objects stay); returns the line said, None when nothing was missing. BuildError when it fails."""
+    build_dir = Path(build_dir)
+    gone = {name: path for name, path in recorded_tools(build_dir).items() if not Path(path).is_file()}
+    if not gone:
+        return None
+    cmake, ninja = shutil.which("cmake"), shutil.which("ninja")
+    if cmake is None or ninja is None:
+        raise BuildError(f"{build_dir} was configured with {', '.join(gone.values())}, which are gone, and no "
+                         "cmake and ninja are on PATH: install them (pip install cmake ninja) and rerun")
+    said = (f"palw: mutants: {build_dir} was configured with {', '.join(gone.values())}, now gone: "
+            f"configuring it again with {cmake} and {ninja}")
+    print(said, file=sys.stderr, flush=True)
+    home = next((line.split("=", 1)[1] for line in (build_dir / "CMakeCache.txt").read_text().splitlines()
+                 if line.startswith("CMAKE_HOME_DIRECTORY:")), None)
+    result = subprocess.run([cmake, *(["-S", home] if home else []), "-B", str(build_dir),
+                             f"-DCMAKE_MAKE_PROGRAM={ninja}"], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BuildError(f"configuring {build_dir} again failed: remove it and rerun (a new build is made):\n"
+                         f"{(result.stdout + result.stderr)[-3000:]}")
+    return said
+
+
 def rebuild(build_dir: Path, targets: list[str]) -> float:
     start = time.perf_counter()
     result = subprocess.run(["ninja", "-C", str(build_dir), *targets], capture_output=True, text=True)
@@ -271,6 +309,7 @@ def run_in_place(judge_: Judge, mutants: list[Mutant], build) -> None:
     roots = mutant_roots(build.manifest)
     build_dir = Path(build.manifest_path).parent / "build"
     targets = rebuild_targets(build.manifest)
+    configure_here(build_dir)
     try:
         for mutant in mutants:
             path, original = apply(mutant, roots)
