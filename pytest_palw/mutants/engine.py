@@ -117,7 +117,7 @@ def rebuild_targets(manifest: dict) -> list[str]:
     return ["llama", "ggml", *sorted(Path(tool).name for tool in tools.values() if tool)]
 
 
-RECORDED_TOOLS = ("CMAKE_COMMAND", "CMAKE_MAKE_PROGRAM")
+RECORDED_TOOLS = ("CMAKE_COMMAND", "CMAKE_MAKE_PROGRAM", "PALW_CUDA_RUNTIME_DIR")
 
 
 def recorded_tools(build_dir: Path) -> dict[str, str]:
@@ -130,25 +130,33 @@ def recorded_tools(build_dir: Path) -> dict[str, str]:
     return found
 
 
-def configure_here(build_dir: Path) -> str | None:
-    """A build tree whose recorded cmake or ninja is gone (a cached build outlives the virtual
-    environment that configured it) is configured again with this environment's, in place (its
-    objects stay); returns the line said, None when nothing was missing. BuildError when it fails."""
+def configure_here(build_dir: Path, runtime_dir: Path | None = None) -> str | None:
+    """A build tree that points where nothing is any more (a cached build outlives the virtual
+    environment and the checkout that configured it: its cmake, its ninja, its PALW_CUDA_RUNTIME_DIR)
+    is configured again in place, its objects kept, with this environment's tools and ``runtime_dir``
+    (the producer tree the build's cache key was computed from, when the caller knows it). Returns the
+    line said, None when nothing had to change; BuildError when it fails."""
     build_dir = Path(build_dir)
-    gone = {name: path for name, path in recorded_tools(build_dir).items() if not Path(path).is_file()}
-    if not gone:
+    recorded = recorded_tools(build_dir)
+    gone = [path for name, path in recorded.items() if name != "PALW_CUDA_RUNTIME_DIR" and not Path(path).is_file()]
+    moved = (runtime_dir is not None and "PALW_CUDA_RUNTIME_DIR" in recorded
+             and Path(recorded["PALW_CUDA_RUNTIME_DIR"]).resolve() != Path(runtime_dir).resolve())
+    if not gone and not moved:
         return None
     cmake, ninja = shutil.which("cmake"), shutil.which("ninja")
     if cmake is None or ninja is None:
-        raise BuildError(f"{build_dir} was configured with {', '.join(gone.values())}, which are gone, and no "
-                         "cmake and ninja are on PATH: install them (pip install cmake ninja) and rerun")
-    said = (f"palw: mutants: {build_dir} was configured with {', '.join(gone.values())}, now gone: "
-            f"configuring it again with {cmake} and {ninja}")
+        raise BuildError(f"{build_dir} was configured with {', '.join(gone)}, which are gone, and no cmake and "
+                         "ninja are on PATH: install them (pip install cmake ninja) and rerun")
+    changes = ([f"its {', '.join(gone)} gone: with {cmake} and {ninja}"] if gone else []) + (
+        [f"its producer tree {recorded['PALW_CUDA_RUNTIME_DIR']} is not {runtime_dir}"] if moved else [])
+    said = f"palw: mutants: configuring {build_dir} again ({'; '.join(changes)})"
     print(said, file=sys.stderr, flush=True)
     home = next((line.split("=", 1)[1] for line in (build_dir / "CMakeCache.txt").read_text().splitlines()
                  if line.startswith("CMAKE_HOME_DIRECTORY:")), None)
     result = subprocess.run([cmake, *(["-S", home] if home else []), "-B", str(build_dir),
-                             f"-DCMAKE_MAKE_PROGRAM={ninja}"], capture_output=True, text=True)
+                             f"-DCMAKE_MAKE_PROGRAM={ninja}",
+                             *([f"-DPALW_CUDA_RUNTIME_DIR={runtime_dir}"] if moved else [])],
+                            capture_output=True, text=True)
     if result.returncode != 0:
         raise BuildError(f"configuring {build_dir} again failed: remove it and rerun (a new build is made):\n"
                          f"{(result.stdout + result.stderr)[-3000:]}")
@@ -304,12 +312,13 @@ class Judge:
         self.results.append(judge(mutant, run, self.baseline, time.perf_counter() - start))
 
 
-def run_in_place(judge_: Judge, mutants: list[Mutant], build) -> None:
-    """Edit the build's own sources, rebuild incrementally, run the tier; restore at the end."""
+def run_in_place(judge_: Judge, mutants: list[Mutant], build, runtime_dir: Path | None = None) -> None:
+    """Edit the build's own sources, rebuild incrementally, run the tier; restore at the end.
+    ``runtime_dir``: the producer tree the build must compile against (configure_here)."""
     roots = mutant_roots(build.manifest)
     build_dir = Path(build.manifest_path).parent / "build"
     targets = rebuild_targets(build.manifest)
-    configure_here(build_dir)
+    configure_here(build_dir, runtime_dir)
     try:
         for mutant in mutants:
             path, original = apply(mutant, roots)
@@ -391,7 +400,9 @@ def run(tier_name: str, *, lib: str | None = None, model: str | None = None, onl
     else:
         in_place = chosen
     if in_place:
-        run_in_place(judge_, in_place, build)
+        # Our private build's cache key is this package's producer tree: compile against it, wherever
+        # the checkout that made the cached build was.
+        run_in_place(judge_, in_place, build, NATIVE_RUNTIME_DIR if tier_name == "cpu" and not lib else None)
     summary = score(judge_.results, tier_name)
     print_table(judge_.results, summary)
     if json_path:

@@ -35,22 +35,32 @@ def test_a_build_whose_cmake_and_ninja_are_gone_is_reconfigured_and_rebuilt(tmp_
     project = tmp_path / "project"
     project.mkdir()
     (project / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.14)\nproject(p C)\n"
-                                            "add_library(p SHARED p.c)\n")
-    (project / "p.c").write_text("int p(void) { return 1; }\n")
+                                            "add_library(p SHARED p.c)\n"
+                                            "target_include_directories(p PRIVATE ${PALW_CUDA_RUNTIME_DIR})\n")
+    (project / "p.c").write_text('#include "producer.h"\nint p(void) { return PRODUCER; }\n')
+    checkout = tmp_path / "old-checkout" / "cuda"  # the producer tree of the checkout that configured it
+    checkout.mkdir(parents=True)
+    (checkout / "producer.h").write_text("#define PRODUCER 1\n")
     cmake, ninja = _tools_copy(tmp_path / "venv")
     build = tmp_path / "build"
-    subprocess.run([cmake, "-S", project, "-B", build, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"],
-                   check=True, capture_output=True)
-    assert recorded_tools(build) == {"CMAKE_COMMAND": str(cmake), "CMAKE_MAKE_PROGRAM": str(ninja)}
+    subprocess.run([cmake, "-S", project, "-B", build, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
+                    f"-DPALW_CUDA_RUNTIME_DIR={checkout}"], check=True, capture_output=True)
+    assert recorded_tools(build) == {"CMAKE_COMMAND": str(cmake), "CMAKE_MAKE_PROGRAM": str(ninja),
+                                     "PALW_CUDA_RUNTIME_DIR": str(checkout)}
     rebuild(build, ["p"])
-    assert configure_here(build) is None  # its tools are there: nothing to do
+    assert configure_here(build, checkout) is None  # its tools are there: nothing to do
 
-    shutil.rmtree(tmp_path / "venv")  # the venv that configured it is gone
+    # The venv and the checkout that configured it are gone; this one's producer tree has the same files.
+    here = tmp_path / "this-checkout" / "cuda"
+    shutil.copytree(checkout, here)
+    shutil.rmtree(tmp_path / "venv")
+    shutil.rmtree(tmp_path / "old-checkout")
     (project / "CMakeLists.txt").write_text((project / "CMakeLists.txt").read_text() + "# edited\n")
-    (project / "p.c").write_text("int p(void) { return 2; }\n")  # a mutant's edit
-    said = configure_here(build)
-    assert said is not None and str(cmake) in said
+    (project / "p.c").write_text('#include "producer.h"\nint p(void) { return PRODUCER + 1; }\n')  # a mutant
+    said = configure_here(build, here)
+    assert said is not None and str(cmake) in said and str(here) in said
     current = recorded_tools(build)
-    assert all(Path(path).is_file() for path in current.values()), current
+    assert Path(current["CMAKE_COMMAND"]).is_file() and Path(current["CMAKE_MAKE_PROGRAM"]).is_file(), current
+    assert current["PALW_CUDA_RUNTIME_DIR"] == str(here)
     rebuild(build, ["p"])  # ninja re-runs cmake (the edited CMakeLists) with the tools that exist
     assert (build / "libp.so").stat().st_mtime >= (project / "p.c").stat().st_mtime
