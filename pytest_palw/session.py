@@ -23,7 +23,7 @@ import pytest
 
 from pytest_palw import options as opts
 from pytest_palw import paths
-from pytest_palw.build.choice import PALW_DEFAULT_PIN
+from pytest_palw.builder.choice import PALW_DEFAULT_PIN
 from pytest_palw.certificate.facts import brought_statement, kernel_digest_statement, runtime_statement
 from pytest_palw.certificate.inventory import witness_id
 from pytest_palw.errors import or_exit

@@ -34,7 +34,7 @@ def run_palw():
 @pytest.fixture(scope="session")
 def cpu_build():
     """This host's cached CPU runtime build (its manifest), or a skip that says how to make one."""
-    from pytest_palw.build import api
+    from pytest_palw.builder import api
 
     manifest = api.find_manifest(variant="cpu")
     if manifest is None:
@@ -56,7 +56,7 @@ def private_cache(tmp_path, monkeypatch) -> Path:
 def sdist_source():
     """The verified sdist, downloaded on first use and cached across runs (the user's cache, so one
     download serves every run), and its extracted tree."""
-    from pytest_palw.build.source import locate_source, materialize
+    from pytest_palw.builder.source import locate_source, materialize
 
     return materialize(locate_source(None))
 

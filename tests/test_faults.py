@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.build import carry
+from pytest_palw.builder import carry
 from pytest_palw.paths import CONFORMANCE_DIR
 
 CASES = str(CONFORMANCE_DIR / "test_class_counts.py")
@@ -123,7 +123,7 @@ def immutable(tmp_path):
 @pytest.fixture(scope="module")
 def carried(cpu_build, tmp_path_factory):
     """(sdist, archive directory, archive) of this host's CPU build (`palw build --cache-to`)."""
-    from pytest_palw.build.source import locate_source
+    from pytest_palw.builder.source import locate_source
 
     source = locate_source(None, download=False)
     if source is None:
@@ -336,7 +336,7 @@ def test_a_tampered_archive_leaves_the_cache_byte_identical(tampering, restored,
 def test_a_restored_build_configures_afresh_where_it_now_is(tmp_path):
     """Row 3: a build directory configured elsewhere (as a restored one was) is configured here,
     said in one line, where CMake itself refuses the moved CMakeCache.txt."""
-    from pytest_palw.build.api import forget_moved_configuration
+    from pytest_palw.builder.api import forget_moved_configuration
 
     cmake = shutil.which("cmake")
     if cmake is None:

@@ -36,7 +36,7 @@ def kernel_digest_statement(digest) -> dict:
 def runtime_statement(manifest: dict) -> dict:
     """What a certificate must always say about the runtime: its pin, the patches applied, the
     toolchain, and the one-C++-runtime check."""
-    from pytest_palw.build.choice import PALW_DEFAULT_PIN
+    from pytest_palw.builder.choice import PALW_DEFAULT_PIN
 
     cuda = manifest.get("variant") == "cuda"
     pinned = manifest.get("pinned_cc")

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_palw.build.choice import PALW_DEFAULT_PIN
-from pytest_palw.build.config import DEFAULT_CUDA_ARCH, VARIANTS
-from pytest_palw.build.source import SDIST_NAME, SDIST_VERSION
+from pytest_palw.builder.choice import PALW_DEFAULT_PIN
+from pytest_palw.builder.config import DEFAULT_CUDA_ARCH, VARIANTS
+from pytest_palw.builder.source import SDIST_NAME, SDIST_VERSION
 
 
 def register(subparsers) -> None:
@@ -73,8 +73,8 @@ def _register_build(subparsers) -> None:
 
 
 def _run_build(args) -> int:
-    from pytest_palw.build import first_use
-    from pytest_palw.build.api import build
+    from pytest_palw.builder import first_use
+    from pytest_palw.builder.api import build
 
     if args.runtime_dir and args.unpatched:
         raise SystemExit("palw build: an --unpatched build compiles no PALW runtime: drop --runtime-dir or --unpatched")
@@ -83,7 +83,7 @@ def _run_build(args) -> int:
                          "certified: drop one of them")
     cuda_arch, pinned_cc = args.cuda_arch or DEFAULT_CUDA_ARCH, args.pinned_cc
     if args.variant == "cuda" and not args.unpatched:
-        from pytest_palw.build.choice import for_visible_device
+        from pytest_palw.builder.choice import for_visible_device
 
         cuda_arch, pinned_cc, line = for_visible_device(args.cuda_arch, args.pinned_cc)
         print(f"palw: {line}", file=sys.stderr)
@@ -125,7 +125,7 @@ def _register_source(subparsers) -> None:
 
 
 def _run_source(args) -> int:
-    from pytest_palw.build.archive import make_source_archive
+    from pytest_palw.builder.archive import make_source_archive
 
     report = make_source_archive(args.output, source=args.source, overlays=args.overlays)
     print(f"palw: pruned {len(report.pruned)} paths: {' '.join(report.pruned)}", file=sys.stderr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pytest_palw.build.config import RUNTIME_HEADER
+from pytest_palw.builder.config import RUNTIME_HEADER
 
 
 @dataclass(frozen=True)

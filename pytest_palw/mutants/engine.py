@@ -173,7 +173,7 @@ def rebuild(build_dir: Path, targets: list[str]) -> float:
 
 def private_cpu_build() -> Path:
     """A CPU build of our own to mutate in place: the plugin's default runtime stays untouched."""
-    from pytest_palw.build import api
+    from pytest_palw.builder import api
 
     print("palw: mutants: the patched-tree mutants edit a private CPU build (made once, ~5 min on "
           "2 cores)", file=sys.stderr, flush=True)

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_palw.build.toolchain import find_tool, tool_version
+from pytest_palw.builder.toolchain import find_tool, tool_version
 from pytest_palw.cache import exclusive, key_of, sha256_file
 from pytest_palw.paths import cache_dir
 

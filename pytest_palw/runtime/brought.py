@@ -3,7 +3,7 @@
 
 What the certificate states about such a runtime is observed here, from its files, never filled in
 from our sources: which PALW functions and backend procs it exports, its variant, the toolchain
-named in its ELF ``.comment`` notes, the C++-runtime check (build/cxx_runtime.py, the rule `palw
+named in its ELF ``.comment`` notes, the C++-runtime check (builder/cxx_runtime.py, the rule `palw
 build` applies) and the ABI of its trace requests, read from the compare instructions of its attach
 entry points and checked against the suite's own copy of the ABI (native/runtime-palw/cuda). The
 facts only a manifest knows (the patches applied, the cache key, the build's inputs) are absent.
@@ -211,7 +211,7 @@ def check_abi(lib_dir: Path, observed: dict[str, dict]) -> None:
 
 
 def check_cxx_runtime(lib_dir: Path, report: dict) -> None:
-    """`palw build`'s rule (build/cxx_runtime.py) on the libraries a vendor brings: RuntimeLibraryError,
+    """`palw build`'s rule (builder/cxx_runtime.py) on the libraries a vendor brings: RuntimeLibraryError,
     in one line, before anything maps them, when one links libstdc++ statically and exports it."""
     bad = {name: facts for name, facts in report["libraries"].items()
            if not (facts["needs_libstdcxx"] or facts["runtime_exports"] == 0)}
@@ -226,8 +226,8 @@ def check_cxx_runtime(lib_dir: Path, report: dict) -> None:
 
 def observe(lib_dir: Path) -> dict:
     """Every fact the certificate states about a brought runtime that its files show."""
-    from pytest_palw.build.cxx_runtime import check_libraries
-    from pytest_palw.build.toolchain import find_tool
+    from pytest_palw.builder.cxx_runtime import check_libraries
+    from pytest_palw.builder.toolchain import find_tool
     from pytest_palw.paths import NATIVE_RUNTIME_DIR
 
     lib_dir = Path(lib_dir)
@@ -278,8 +278,8 @@ def suite_abi_dir(source: Path | str | None = None) -> tuple[Path, Path | None]:
     the cached sdist, downloaded on first use. Once made, no process needs the sources again (a worker,
     a probe's child, an offline machine), and ``source`` is not read: the copy is keyed by the sdist's
     sha256 and the patch set, which any valid source has."""
-    from pytest_palw.build.patching import apply_patch_set, current_patch_set
-    from pytest_palw.build.source import SDIST_SHA256
+    from pytest_palw.builder.patching import apply_patch_set, current_patch_set
+    from pytest_palw.builder.source import SDIST_SHA256
     from pytest_palw.cache import exclusive, sha256_bytes
     from pytest_palw.paths import cache_dir
 
@@ -319,8 +319,8 @@ def _sdist_tree(source: Path | str | None, patch_set):
     """The llama.cpp tree of the sdist the seed patch targets: ``source`` if it is that sdist or a `palw
     source` archive made from it with this patch set (SourceError in one line otherwise), else the cached or
     downloaded sdist."""
-    from pytest_palw.build.patching import check_recorded
-    from pytest_palw.build.source import SDIST_SHA256, locate_source, materialize
+    from pytest_palw.builder.patching import check_recorded
+    from pytest_palw.builder.source import SDIST_SHA256, locate_source, materialize
     from pytest_palw.errors import SourceError
 
     ref = locate_source(source)

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_palw.build.config import RUNTIME_HEADER
-from pytest_palw.build.toolchain import nvcc_path, tool_version
+from pytest_palw.builder.config import RUNTIME_HEADER
+from pytest_palw.builder.toolchain import nvcc_path, tool_version
 from pytest_palw.cache import exclusive, key_of, sha256_file
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, TOY_CAPTURE_KERNEL, cache_dir
 from pytest_palw.runtime import templates

@@ -59,7 +59,7 @@ def require_undamaged(build: "RuntimeBuild") -> None:
     (RuntimeLibraryError in one line: a truncated library would kill the process that maps it)."""
     if build.manifest_path is None:
         return
-    from pytest_palw.build.manifest import Manifest
+    from pytest_palw.builder.manifest import Manifest
     from pytest_palw.errors import PalwError
 
     try:
@@ -180,7 +180,7 @@ def recorded_runtime_dir(native: dict) -> Path:
     recorded = Path(native["path"])
     if recorded.is_dir() or not native.get("sha256"):
         return recorded
-    from pytest_palw.build.plan import native_runtime
+    from pytest_palw.builder.plan import native_runtime
 
     installed = native_runtime()
     return installed.path if installed.sha256 == native["sha256"] else recorded

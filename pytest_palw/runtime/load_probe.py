@@ -2,7 +2,7 @@
 
 A runtime that kills the Python process while loading (seen on 2026-12-03: a CUDA build made on
 the device with a static-libstdc++ toolchain segfaulted in llama_model_load_from_file under
-Python while the seed smoke tool ran fine; `palw build` now checks for that, build/cxx_runtime.py)
+Python while the seed smoke tool ran fine; `palw build` now checks for that, builder/cxx_runtime.py)
 cannot be caught in-process: every xdist worker would crash in turn. The probe turns that into
 one line that names the cause and the way out. The child runs beside the session's own start
 (xdist's workers start and collect meanwhile); no case runs before its verdict.

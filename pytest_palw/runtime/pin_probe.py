@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_palw.build.toolchain import nvcc_path, tool_version
+from pytest_palw.builder.toolchain import nvcc_path, tool_version
 from pytest_palw.cache import exclusive, key_of
 from pytest_palw.paths import cache_dir
 

@@ -144,7 +144,7 @@ def choose_build(location: str | None, devices, build_policy: str | None, tools_
     ``build_policy`` is ``never``)."""
     if location:
         return RuntimeBuild.locate(Path(location), tools_dir, headers_dir, hook_sha256, source), None
-    from pytest_palw.build import api, choice
+    from pytest_palw.builder import api, choice
 
     line = None
     if devices:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_palw import cli
-from pytest_palw.build import api
+from pytest_palw.builder import api
 from pytest_palw.errors import BuildError
 
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from pytest_palw.build.source import MARKER_NAME, MARKER_SCHEMA, SDIST_SHA256
+from pytest_palw.builder.source import MARKER_NAME, MARKER_SCHEMA, SDIST_SHA256
 from pytest_palw.errors import PatchError, SourceError
 
 

@@ -131,7 +131,7 @@ def test_cpu_mutants_are_killed(tmp_path, run_palw):
     oracle = "tests/fixtures/oracles/test_q4_k_m_oracle.py::"
     assert any(case.startswith(oracle) for case in by_name[rule]["new_failures"])
     # Afterwards the private build is the unmutated runtime again: the loader cases pass.
-    from pytest_palw.build import api
+    from pytest_palw.builder import api
     from pytest_palw.paths import CONFORMANCE_DIR, cache_dir
 
     manifest = api.find_manifest("cpu", build_root=cache_dir("mutant-builds"))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.build.toolchain import nvcc_path
+from pytest_palw.builder.toolchain import nvcc_path
 from pytest_palw.paths import CONFORMANCE_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
 from pytest_palw.runtime import fault_probe
 from pytest_palw.runtime.binding.cdef import defined_functions
@@ -127,7 +127,7 @@ def test_producer_functions_are_declared_defined_and_typed(abi):
 
 
 def test_ggml_functions_are_declared_by_ggml_backend():
-    from pytest_palw.build import api
+    from pytest_palw.builder import api
 
     manifest = api.find_manifest(variant="cpu")
     if manifest is None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.build import api
+from pytest_palw.builder import api
 from pytest_palw.cache import sha256_bytes, tree_digest, tree_file_digests
 from pytest_palw.options import OPTIONS
 
@@ -144,7 +144,7 @@ def _overlays() -> list[str]:
 
 
 def test_every_asset_resolves_inside_the_install(venv, env, elsewhere):
-    script = ("import json, pytest_palw.paths as p; from pytest_palw.build.plan import native_runtime; "
+    script = ("import json, pytest_palw.paths as p; from pytest_palw.builder.plan import native_runtime; "
               "print(json.dumps({n: str(getattr(p, n)) for n in ('CONFORMANCE_DIR', 'SEED_PATCH', "
               "'OVERLAYS_DIR', 'NATIVE_RUNTIME_DIR', 'TOY_CAPTURE_KERNEL', 'FIXTURES_DIR')} "
               "| {'native': native_runtime().sha256}))")

@@ -67,7 +67,7 @@ def test_library_without_palw_symbols_stops_the_session(pytester, tmp_path, cpu_
 
 def test_upstream_library_stops_the_session(pytester):
     """The real thing: upstream 0.3.34 llama.cpp (`palw build --unpatched`, same sdist)."""
-    from pytest_palw.build import api
+    from pytest_palw.builder import api
 
     upstream = api.build(variant="cpu", patched=False)
     result = _run(pytester, str(CONFORMANCE_DIR / "test_class_counts.py"), f"--palw-lib={upstream.path}")

@@ -140,7 +140,7 @@ def test_a_directory_without_libllama_is_refused(tmp_path, run_palw):
 def test_the_upstream_build_is_refused(tmp_path, run_palw):
     """Upstream 0.3.34 llama.cpp's libraries (`palw build --unpatched`, the same sdist; cached once for
     the test command), brought in a fresh directory."""
-    from pytest_palw.build import api
+    from pytest_palw.builder import api
 
     upstream = api.build(variant="cpu", patched=False)
     lib_dir = bring(upstream, tmp_path / "upstream", tools=False)
@@ -215,11 +215,11 @@ def test_a_library_that_hides_the_producer_fails_the_producer_cases_with_that_re
 
 
 def test_a_library_that_brings_its_own_cxx_runtime_is_refused_before_it_loads(cpu_build, tmp_path, run_palw):
-    """The rule of `palw build` (build/cxx_runtime.py), applied to what a vendor brings: a library that
+    """The rule of `palw build` (builder/cxx_runtime.py), applied to what a vendor brings: a library that
     links libstdc++ statically and exports it would take over the other libraries' C++ runtime under
     Python (on the device a plain-cmake build of that shape killed the load probe with SIGSEGV). Here
     one more real library of that shape sits beside the patched ones."""
-    from pytest_palw.build.cxx_runtime import LINKER_FLAGS
+    from pytest_palw.builder.cxx_runtime import LINKER_FLAGS
 
     lib_dir = bring(cpu_build, tmp_path / "lib")
     source = tmp_path / "vendor_extra.cpp"

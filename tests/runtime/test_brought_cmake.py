@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from pytest_palw.build.toolchain import require
+from pytest_palw.builder.toolchain import require
 from pytest_palw.paths import NATIVE_RUNTIME_DIR
 
 TARGETS = ("llama", "ggml", "llama-palw-observer")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from pytest_palw.build.toolchain import nvcc_path
+from pytest_palw.builder.toolchain import nvcc_path
 from pytest_palw.fixtures.models.catalog import ensure_model
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.runtime.pin_probe import REPORTED_CC_VARIABLE, build_shim

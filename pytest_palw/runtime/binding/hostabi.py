@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from pytest_palw.build.config import RUNTIME_HEADER
+from pytest_palw.builder.config import RUNTIME_HEADER
 from pytest_palw.paths import NATIVE_RUNTIME_DIR
 from pytest_palw.runtime.binding.cdef import defined_functions, header_cdef
 from pytest_palw.runtime.binding.compile import build_extension

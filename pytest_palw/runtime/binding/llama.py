@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from pytest_palw.build.source import SDIST_NAME, SDIST_VERSION
+from pytest_palw.builder.source import SDIST_NAME, SDIST_VERSION
 from pytest_palw.errors import RuntimeLibraryError
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_palw.build.manifest import MANIFEST_NAME, Manifest
-from pytest_palw.build.patching import current_patch_set
-from pytest_palw.build.plan import native_runtime
+from pytest_palw.builder.manifest import MANIFEST_NAME, Manifest
+from pytest_palw.builder.patching import current_patch_set
+from pytest_palw.builder.plan import native_runtime
 from pytest_palw.errors import PalwError
 from pytest_palw.paths import cache_dir
 
@@ -86,7 +86,7 @@ def for_visible_device(cuda_arch: str | None, pinned_cc: int | None) -> tuple[st
     """`palw build --variant cuda` defaults: the visible device's arch and pin, where not given.
 
     Returns (cuda_arch, pinned_cc, one line saying what was chosen)."""
-    from pytest_palw.build.config import DEFAULT_CUDA_ARCH
+    from pytest_palw.builder.config import DEFAULT_CUDA_ARCH
     from pytest_palw.runtime.devices import visible_devices
 
     devices = visible_devices()

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_palw.build.source import SDIST_NAME, SDIST_VERSION
+from pytest_palw.builder.source import SDIST_NAME, SDIST_VERSION
 
 # The binding's own CMake build would compile a second, unpatched llama.cpp: switch it off.
 NO_NATIVE_BUILD = "-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF"

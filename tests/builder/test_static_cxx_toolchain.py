@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.build import cxx_runtime
+from pytest_palw.builder import cxx_runtime
 from pytest_palw.errors import BuildError
 
 SOURCE = """#include <iostream>
@@ -70,7 +70,7 @@ def test_shared_libstdcxx_library_passes(tmp_path):
 def test_whole_build_with_the_static_wrapper(static_cxx, tmp_path, sdist_source):
     """`palw build` with CXX/CC set to static-libstdc++ wrappers (a build of its own: the effective
     compiler is in the key, test_cache_key) passes the structure check and decodes `tiny` in Python."""
-    from pytest_palw.build import api
+    from pytest_palw.builder import api
     from pytest_palw.fixtures.models.catalog import ensure_model
 
     gcc = shutil.which("gcc")

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_palw import paths
-from pytest_palw.build.cache_key import KeyInputs, build_dir_name, cache_key
-from pytest_palw.build.config import BuildConfig, missing_cuda_sources, trace_available
-from pytest_palw.build.patching import PatchSet, check_recorded, current_patch_set
-from pytest_palw.build.source import SourceRef, locate_source
-from pytest_palw.build.toolchain import Toolchain, detect
+from pytest_palw.builder.cache_key import KeyInputs, build_dir_name, cache_key
+from pytest_palw.builder.config import BuildConfig, missing_cuda_sources, trace_available
+from pytest_palw.builder.patching import PatchSet, check_recorded, current_patch_set
+from pytest_palw.builder.source import SourceRef, locate_source
+from pytest_palw.builder.toolchain import Toolchain, detect
 from pytest_palw.cache import tree_digest, tree_file_digests
 from pytest_palw.errors import BuildError
 
@@ -63,7 +63,7 @@ UNPATCHED_SUFFIX = "-unpatched"
 
 def check_runtime_dir(directory: Path) -> None:
     """A --runtime-dir must be a runtime-palw/cuda: the ABI header at least (the CUDA variant checks its sources)."""
-    from pytest_palw.build.config import RUNTIME_HEADER
+    from pytest_palw.builder.config import RUNTIME_HEADER
 
     if not directory.is_dir():
         raise BuildError(f"--runtime-dir {directory} is not a directory: name a runtime-palw/cuda directory "

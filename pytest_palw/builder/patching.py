@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_palw import paths
-from pytest_palw.build.source import SDIST_NAME, SDIST_VERSION
+from pytest_palw.builder.source import SDIST_NAME, SDIST_VERSION
 from pytest_palw.cache import sha256_file
 from pytest_palw.errors import PatchError, ToolMissingError
 

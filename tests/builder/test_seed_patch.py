@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_palw import paths
-from pytest_palw.build.patching import current_patch_set
+from pytest_palw.builder.patching import current_patch_set
 from pytest_palw.cache import sha256_file
 
 SEED_SHA256 = "3249774cbdc96a7fd0aa24ddd67c8b642c5ac9a60176c3e2ff496ef0371ebbb0"

@@ -10,16 +10,16 @@ import tarfile
 import pytest
 
 from pytest_palw import paths
-from pytest_palw.build import archive, pruning
-from pytest_palw.build.config import BuildConfig, trace_available
-from pytest_palw.build.source import (
+from pytest_palw.builder import archive, pruning
+from pytest_palw.builder.config import BuildConfig, trace_available
+from pytest_palw.builder.source import (
     MARKER_NAME,
     MARKER_SCHEMA,
     locate_source,
     materialize,
     read_archive_marker,
 )
-from pytest_palw.build.toolchain import detect
+from pytest_palw.builder.toolchain import detect
 from pytest_palw.cache import tree_digest
 from pytest_palw.errors import SourceError
 

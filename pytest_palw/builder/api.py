@@ -8,15 +8,15 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_palw.build import carry
-from pytest_palw.build.config import DEFAULT_CUDA_ARCH, BuildConfig, check_pinned_cc_supported
-from pytest_palw.build.cxx_runtime import check_libraries, require_one_runtime
-from pytest_palw.build.llama_cpp_python import ensure_binding, installed_version
-from pytest_palw.build.manifest import MANIFEST_NAME, Manifest
-from pytest_palw.build.ninja import run_logged
-from pytest_palw.build.patching import apply_patch_set, copy_tree
-from pytest_palw.build.plan import Plan, make_plan, native_runtime
-from pytest_palw.build.source import SDIST_VERSION, materialize
+from pytest_palw.builder import carry
+from pytest_palw.builder.config import DEFAULT_CUDA_ARCH, BuildConfig, check_pinned_cc_supported
+from pytest_palw.builder.cxx_runtime import check_libraries, require_one_runtime
+from pytest_palw.builder.llama_cpp_python import ensure_binding, installed_version
+from pytest_palw.builder.manifest import MANIFEST_NAME, Manifest
+from pytest_palw.builder.ninja import run_logged
+from pytest_palw.builder.patching import apply_patch_set, copy_tree
+from pytest_palw.builder.plan import Plan, make_plan, native_runtime
+from pytest_palw.builder.source import SDIST_VERSION, materialize
 from pytest_palw.cache import exclusive, sha256_file
 from pytest_palw.errors import BuildError, PalwError
 from pytest_palw.files import write_whole

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pytest_palw.build.ninja import TAIL_LINES, log_tail, parse_status, run_logged
+from pytest_palw.builder.ninja import TAIL_LINES, log_tail, parse_status, run_logged
 from pytest_palw.errors import BuildError
 
 SAMPLES = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_palw.build.cxx_runtime import LINKER_FLAGS
+from pytest_palw.builder.cxx_runtime import LINKER_FLAGS
 from pytest_palw.errors import BuildError
 
 VARIANTS = ("cpu", "cuda")

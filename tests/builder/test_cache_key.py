@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from pytest_palw.build.cache_key import KeyInputs, build_dir_name, cache_key
-from pytest_palw.build.plan import make_plan
+from pytest_palw.builder.cache_key import KeyInputs, build_dir_name, cache_key
+from pytest_palw.builder.plan import make_plan
 
 BASE = KeyInputs(
     source_kind="sdist", source_sha256="a" * 64, seed_patch_sha256="b" * 64,
@@ -125,8 +125,8 @@ def test_unpatched_reference_plan(inputs):
 
 
 def test_unpatched_refuses_a_pin_and_a_patched_archive(inputs, tmp_path, private_cache):
-    from pytest_palw.build import archive
-    from pytest_palw.build.source import MARKER_SCHEMA
+    from pytest_palw.builder import archive
+    from pytest_palw.builder.source import MARKER_SCHEMA
     from pytest_palw.cache import tree_digest
     from pytest_palw.errors import BuildError
 

@@ -1,4 +1,4 @@
-"""Which cached build a run uses when none is named (build/choice.py), and `palw build --variant
+"""Which cached build a run uses when none is named (builder/choice.py), and `palw build --variant
 cuda`'s defaults on a GPU machine."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from pytest_palw.build import choice
-from pytest_palw.build.manifest import MANIFEST_NAME, Manifest
-from pytest_palw.build.patching import current_patch_set
-from pytest_palw.build.plan import native_runtime
+from pytest_palw.builder import choice
+from pytest_palw.builder.manifest import MANIFEST_NAME, Manifest
+from pytest_palw.builder.patching import current_patch_set
+from pytest_palw.builder.plan import native_runtime
 from pytest_palw.runtime.devices import Device
 
 H200 = Device(0, "NVIDIA H200", 900, "580.159.04")

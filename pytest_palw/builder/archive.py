@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_palw import __version__
-from pytest_palw.build.patching import apply_patch_set, copy_tree, current_patch_set
-from pytest_palw.build.pruning import prune
-from pytest_palw.build.source import (
+from pytest_palw.builder.patching import apply_patch_set, copy_tree, current_patch_set
+from pytest_palw.builder.pruning import prune
+from pytest_palw.builder.source import (
     ARCHIVE_ROOT,
     BINDING_DIR,
     MARKER_NAME,
@@ -69,7 +69,7 @@ def make_source_archive(output: Path | str, *, source=None, overlays=None) -> Ar
     size = output.stat().st_size
     if size > SIZE_LIMIT:
         print(f"palw: warning: {output} is {size / 1e6:.1f} MB, over the {SIZE_LIMIT / 1e6:.0f} MB "
-              "budget: review pytest_palw/build/pruning.py", file=sys.stderr)
+              "budget: review pytest_palw/builder/pruning.py", file=sys.stderr)
     return ArchiveReport(output, size, files, pruned, marker)
 
 

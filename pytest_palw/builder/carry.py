@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from pytest_palw.build.manifest import MANIFEST_NAME, Manifest
+from pytest_palw.builder.manifest import MANIFEST_NAME, Manifest
 from pytest_palw.errors import BuildError, PalwError
 from pytest_palw.files import whole, write_whole
 from pytest_palw.paths import cache_dir

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_palw.build.patching import (
+from pytest_palw.builder.patching import (
     apply_patch,
     check_recorded,
     current_patch_set,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_palw import paths
-from pytest_palw.build import api
-from pytest_palw.build.manifest import MANIFEST_NAME, Manifest
+from pytest_palw.builder import api
+from pytest_palw.builder.manifest import MANIFEST_NAME, Manifest
 from pytest_palw.cache import sha256_file, tree_digest
 
 
@@ -69,7 +69,7 @@ def test_second_build_is_a_cache_hit(cpu_manifest, run_palw):
 
 
 def test_find_manifest_never_downloads_or_builds(private_cache, monkeypatch):
-    from pytest_palw.build import source
+    from pytest_palw.builder import source
 
     monkeypatch.setattr(source, "download_sdist", lambda: pytest.fail("find_manifest downloaded"))
     assert api.find_manifest("cpu") is None

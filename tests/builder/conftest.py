@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.build.patching import apply_patch_set, copy_tree, current_patch_set
+from pytest_palw.builder.patching import apply_patch_set, copy_tree, current_patch_set
 
 
 @pytest.fixture(scope="session")

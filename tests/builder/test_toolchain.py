@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_palw.build import toolchain
+from pytest_palw.builder import toolchain
 from pytest_palw.errors import ToolMissingError
 
 

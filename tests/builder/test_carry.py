@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_palw.build import carry
-from pytest_palw.build.source import locate_source
+from pytest_palw.builder import carry
+from pytest_palw.builder.source import locate_source
 from pytest_palw.paths import CONFORMANCE_DIR
 
 
