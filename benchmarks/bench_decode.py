@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT  # noqa: E402
 from pytest_palw.runtime.caller import DIGEST_NAMES, TraceCaller, candidate_table  # noqa: E402
 from pytest_palw.runtime.discovery import discover  # noqa: E402
-from pytest_palw.runtime.gpu_share import slots_for  # noqa: E402
-from pytest_palw.runtime.kernel_digest import kernel_digest  # noqa: E402
 from pytest_palw.runtime.library import Runtime, RuntimeBuild  # noqa: E402
+from pytest_palw.runtime.preflight.gpu_share import slots_for  # noqa: E402
+from pytest_palw.runtime.preflight.kernel_digest import kernel_digest  # noqa: E402
 from pytest_palw.runtime.run import run_trace  # noqa: E402
 
 

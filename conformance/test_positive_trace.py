@@ -19,11 +19,11 @@ import pytest
 from pytest_palw.fixtures.models.profiles import PROFILES
 from pytest_palw.fixtures.oracles.kernel_identities import seed_identities
 from pytest_palw.fixtures.oracles.launch_table import V1_COUNT, V2_COUNT
+from pytest_palw.fixtures.oracles.verify import STAGE_OF, dimension_mismatches, table_mismatches
 from pytest_palw.marks import each_launch
 from pytest_palw.runtime.codec import ENCODED_SIZE
 from pytest_palw.runtime.names import status_name
 from pytest_palw.runtime.run import run_trace
-from pytest_palw.runtime.verify import STAGE_OF, dimension_mismatches, table_mismatches
 
 pytestmark = pytest.mark.palw_pinned
 

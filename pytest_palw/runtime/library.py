@@ -228,7 +228,7 @@ class Runtime:
         self.abi = load_runtime_abi(build.layout)
         self.ffi, self.lib = self.abi.ffi, self.abi.lib
         install(self.abi)
-        self.gpu_slots = None  # runtime/gpu_share.GpuSlots, set by the plugin's session: held while a context lives
+        self.gpu_slots = None  # preflight/gpu_share.GpuSlots, set by the session: held while a context lives
         self.logs = LogSink(self.llama)
         self.llama.llama_backend_init()
 
@@ -293,7 +293,7 @@ class Model:
     @functools.cached_property
     def profile(self):
         """The GGUF's profile (model_check.read_profile): its attention geometry and widths."""
-        from pytest_palw.runtime.model_check import read_profile
+        from pytest_palw.runtime.preflight.model_check import read_profile
 
         return read_profile(self.path)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pytest_palw.runtime.binding.runtime_abi import load_runtime_abi
 from pytest_palw.runtime.library import RuntimeBuild
-from pytest_palw.runtime.resolve import resolve_model
+from pytest_palw.runtime.preflight.resolve import resolve_model
 
 
 def _lines(stderr: str, prefix: str) -> list[str]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest_palw
 from pytest_palw.fixtures.models.profiles import PROFILES
-from pytest_palw.runtime.resolve import HANDED_MODEL, Handover, ResolvedModel
+from pytest_palw.runtime.preflight.resolve import HANDED_MODEL, Handover, ResolvedModel
 
 PACKAGE = Path(pytest_palw.__file__).parent
 

@@ -8,8 +8,8 @@ it); what runs native code over it is certified in conformance/test_cpu_referenc
 """
 
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
+from pytest_palw.fixtures.oracles.verify import record_mismatches
 from pytest_palw.runtime.names import status_name
-from pytest_palw.runtime.verify import record_mismatches
 
 
 def test_every_launch_is_approved(palw_cpu_reference, palw_runtime):
@@ -46,7 +46,7 @@ def _stand_in_identity(ffi, info):
 
 def _table_problems(trace, runtime, session, identity_of) -> dict[int, list[str]]:
     from pytest_palw.fixtures.oracles.launch_table import expected_launches
-    from pytest_palw.runtime.verify import table_mismatches
+    from pytest_palw.fixtures.oracles.verify import table_mismatches
 
     ffi, lib, model = runtime.ffi, runtime.lib, session.model_profile
     problems = {}

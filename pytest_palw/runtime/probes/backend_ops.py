@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_palw.builder.toolchain import find_tool, tool_version
-from pytest_palw.cache import exclusive, key_of, sha256_file
+from pytest_palw.cache import key_of, sha256_file
 from pytest_palw.paths import cache_dir
+from pytest_palw.runtime.probes.compile import compile_once
 
 SOURCE = "tests/test-backend-ops.cpp"
 LIBRARIES = ("libggml.so", "libggml-base.so")
@@ -70,15 +71,9 @@ def build_binary(build) -> Path:
                "-lggml", "-lggml-base", f"-Wl,-rpath,{lib_dir}", "-pthread"]
     libraries = [sha256_file(lib_dir / name) for name in LIBRARIES]
     key = key_of(source.read_bytes(), command, libraries, tool_version(cxx))
-    target = cache_dir("probes") / f"test-backend-ops-{key}"
-    with exclusive(target.with_suffix(".lock"), what="building llama.cpp's test-backend-ops"):
-        if not target.is_file():
-            partial = target.with_suffix(".partial")
-            result = subprocess.run(command + ["-o", str(partial)], capture_output=True, text=True)
-            if result.returncode != 0:
-                raise AssertionError(f"{cxx.name} could not build test-backend-ops:\n{result.stderr[-2000:]}")
-            partial.replace(target)
-    return target
+    return compile_once(cache_dir("probes") / f"test-backend-ops-{key}", command,
+                        what="building llama.cpp's test-backend-ops",
+                        failure=lambda stderr: f"{cxx.name} could not build test-backend-ops:\n{stderr[-2000:]}")
 
 
 def run(binary: Path, backend: str, ops: str, params: str | None, timeout: int = 600) -> BackendOpsRun:

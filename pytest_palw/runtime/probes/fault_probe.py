@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,11 @@ import numpy as np
 
 from pytest_palw.builder.config import RUNTIME_HEADER
 from pytest_palw.builder.toolchain import nvcc_path, tool_version
-from pytest_palw.cache import exclusive, key_of, sha256_file
+from pytest_palw.cache import key_of, sha256_file
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, TOY_CAPTURE_KERNEL, cache_dir
 from pytest_palw.runtime import templates
 from pytest_palw.runtime.names import status_name
+from pytest_palw.runtime.probes.compile import compile_once
 from pytest_palw.topology import PINNED_ATTENTION
 
 HEADER = RUNTIME_HEADER
@@ -135,7 +135,7 @@ def header_function_type(header_text: str, name: str) -> str:
     match = re.search(rf"(?:^|[;}}])\s*([^;{{}}#()]*?)\b{name}\s*\(([^;{{}}]*)\)\s*;", code)
     if match is None:
         raise AssertionError(f"{HEADER} declares no {name}: the producer ABI changed; update "
-                             "pytest_palw/runtime/fault_probe.py")
+                             "pytest_palw/runtime/probes/fault_probe.py")
     return f"{match.group(1).strip()} (*)({match.group(2).strip()})"
 
 
@@ -286,17 +286,10 @@ def build_probe(hook: Path, sm_arch: int, nvcc: Path | None = None, cudart: str 
         command += ["-ccbin", os.environ["CUDAHOSTCXX"]]
     key = key_of(PROBE_SOURCE, TOY_CAPTURE_KERNEL.read_bytes(), (hook / HEADER).read_bytes(),
                  (hook / HOOK).read_bytes(), command, tool_version(nvcc))
-    target = cache_dir("probes") / f"palw-fault-probe-{key}.so"
-    with exclusive(target.with_suffix(".lock"), what="building the fault probe"):
-        if not target.is_file():
-            source, partial = target.with_suffix(".cu"), target.with_suffix(".partial.so")
-            source.write_text(PROBE_SOURCE)
-            result = subprocess.run(command + [str(source), "-o", str(partial)], capture_output=True, text=True)
-            if result.returncode != 0:
-                raise AssertionError(f"nvcc could not build the fault probe ({result.stderr.strip()[-1500:]}): "
-                                     f"check the toolkit ({tool_version(nvcc)}) supports sm_{sm_arch}")
-            partial.replace(target)
-    return target
+    return compile_once(cache_dir("probes") / f"palw-fault-probe-{key}.so", command, what="building the fault probe",
+                        source=(PROBE_SOURCE, ".cu"),
+                        failure=lambda stderr: f"nvcc could not build the fault probe ({stderr.strip()[-1500:]}): "
+                                               f"check the toolkit ({tool_version(nvcc)}) supports sm_{sm_arch}")
 
 
 def mapped_libraries(stem: str) -> set[str]:

@@ -11,7 +11,7 @@ that reaches it without touching the runtime: a child process with a preloaded s
 runtime under test runs unchanged, on the real device; only the cc it is told differs. The same
 child with the shim reporting the device's true cc is the control.
 
-Run as ``python -m pytest_palw.runtime.pin_probe MANIFEST MODEL TOKEN DIGEST_HEX`` it is the child:
+Run as ``python -m pytest_palw.runtime.probes.pin_probe MANIFEST MODEL TOKEN DIGEST_HEX`` it is the child:
 it prints one JSON line with the trace's statuses.
 """
 
@@ -24,8 +24,9 @@ import sys
 from pathlib import Path
 
 from pytest_palw.builder.toolchain import nvcc_path, tool_version
-from pytest_palw.cache import exclusive, key_of
+from pytest_palw.cache import key_of
 from pytest_palw.paths import cache_dir
+from pytest_palw.runtime.probes.compile import compile_once
 
 REPORTED_CC_VARIABLE = "PALW_REPORTED_CC"
 SHIM_SOURCE = r"""
@@ -96,17 +97,10 @@ def build_shim() -> Path:
     if os.environ.get("CUDAHOSTCXX"):
         command += ["-ccbin", os.environ["CUDAHOSTCXX"]]
     key = key_of(SHIM_SOURCE, command, tool_version(nvcc))
-    target = cache_dir("probes") / f"palw-reported-cc-{key}.so"
-    with exclusive(target.with_suffix(".lock"), what="building the device pin shim"):
-        if not target.is_file():
-            source, partial = target.with_suffix(".cpp"), target.with_suffix(".partial.so")
-            source.write_text(SHIM_SOURCE)
-            result = subprocess.run(command + [str(source), "-o", str(partial), "-ldl"], capture_output=True, text=True)
-            if result.returncode != 0:
-                raise AssertionError(f"nvcc could not build the device pin shim ({result.stderr.strip()[-1500:]}): "
-                                     f"check the toolkit ({tool_version(nvcc)})")
-            partial.replace(target)
-    return target
+    return compile_once(cache_dir("probes") / f"palw-reported-cc-{key}.so", command,
+                        what="building the device pin shim", source=(SHIM_SOURCE, ".cpp"), after=["-ldl"],
+                        failure=lambda stderr: f"nvcc could not build the device pin shim ({stderr.strip()[-1500:]}): "
+                                               f"check the toolkit ({tool_version(nvcc)})")
 
 
 def run_child(manifest: Path, model: Path, token: int | None, digest: bytes | None, reported_cc: int | None,
@@ -209,9 +203,9 @@ def observe_pinned_cc(location: Path, model: Path, device_cc: int) -> dict:
 def main(manifest: str, model_path: str, token_text: str, digest_hex: str) -> dict:
     from pytest_palw.runtime.caller import DIGEST_NAMES, TraceCaller
     from pytest_palw.runtime.discovery import discover
-    from pytest_palw.runtime.kernel_digest import kernel_digest
     from pytest_palw.runtime.library import Runtime, RuntimeBuild
     from pytest_palw.runtime.names import fault_name, status_name
+    from pytest_palw.runtime.preflight.kernel_digest import kernel_digest
     from pytest_palw.runtime.run import run_trace
 
     runtime = Runtime(RuntimeBuild.locate(Path(manifest)))

@@ -118,7 +118,7 @@ def slots_for(count: int, member: int) -> GpuSlots | None:
     if count <= 0:
         return None
     from pytest_palw.paths import cache_dir
-    from pytest_palw.runtime.devices import visible_devices
+    from pytest_palw.runtime.preflight.devices import visible_devices
 
     devices = os.environ.get("CUDA_VISIBLE_DEVICES") or ",".join(str(d.index) for d in visible_devices())
     directory = cache_dir("gpu-slots") / (devices.replace(",", "_") or "none")
