@@ -146,6 +146,35 @@ for path, digest in (r.get("libraries") or {}).items(): print(" ", digest, path)
 PY
   return $rc
 }
+runtime_dir_mutant() {  # #29: a vendor's producer through `palw build --runtime-dir`, with one catalog mutant in it
+  local rt=/root/.cache/rt-mutant name=${RT_MUTANT:-records-swapped}
+  rm -rf "$rt" && cp -r native/runtime-palw/cuda "$rt" || return 1
+  python3 - "$rt" "$name" <<'PY' || return 1
+import sys
+from pathlib import Path
+from pytest_palw.mutants.catalog import MUTANTS
+m = next(m for m in MUTANTS if m.name == sys.argv[2]); assert m.root == "native", m
+f = Path(sys.argv[1]) / m.path; text = f.read_text(); assert text.count(m.old) == 1
+f.write_text(text.replace(m.old, m.new)); print("mutant", m.name, "applied to", f, "-", m.claim)
+PY
+  local t0=$(date +%s)
+  palw build --variant cuda --runtime-dir "$rt" --source .carry/palw-source.tar.gz --print-manifest > "$RES/rt-build.out" 2>&1
+  local rc=$?; tail -n 3 "$RES/rt-build.out"; echo "palw build --runtime-dir: rc=$rc in $(( $(date +%s) - t0 )) s"
+  (( rc == 0 )) || return 1
+  local manifest; manifest=$(tail -n 1 "$RES/rt-build.out")
+  CERT=certificate-rt-mutant certify --lib "$manifest"; rc=$?
+  python3 - "$RES/certificate-rt-mutant.json" "$RES/certificate.json" <<'PY'
+import json, sys
+new = json.load(open(sys.argv[1])); r = new.get("runtime") or {}
+try: old = (json.load(open(sys.argv[2])).get("runtime") or {})
+except OSError: old = {}
+print("origin", r.get("origin"), "key", (r.get("manifest") or {}).get("key"), "default key", (old.get("manifest") or {}).get("key"))
+print("producer", json.dumps(r.get("producer")), "default producer", json.dumps(old.get("producer")))
+failed = [c["id"] for c in new.get("cases") or [] if c.get("outcome") not in ("passed", "skipped")]
+print("failed cases:", len(failed), "first:", failed[:5]); print("verdict", json.dumps(new.get("verdict"))[:600])
+PY
+  echo "killed: certify rc=$rc (non-zero = the mutant is killed)"; (( rc != 0 ))
+}
 pack_vendor() {  # the plain-cmake libraries, for a later call
   tar czf /tmp/vendor.tgz -C / "${VENDOR#/}" && mkdir -p "$OUT/vendor" && split -b 15M /tmp/vendor.tgz "$OUT/vendor/vendor.tgz."
   ls -la "$OUT/vendor"
@@ -229,7 +258,7 @@ command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
-export -f certify_warm vendor_build vendor_wait certify_brought pack_vendor
+export -f certify_warm vendor_build vendor_wait certify_brought pack_vendor runtime_dir_mutant
 export VENDOR
 export -f carry_to fresh_machine contention slow_case certify_slots build_profile
 export RES OUT START STOP_AT
@@ -262,6 +291,7 @@ step certify_setup_plan 120 certify_setup_plan
 step vendor_wait 420 vendor_wait
 step certify_warm 200 certify_warm
 step certify_brought 300 certify_brought
+step runtime_dir_mutant 420 runtime_dir_mutant
 step pack_vendor 60 pack_vendor
 step certify_killed 200 certify_killed
 step certify_slots 300 certify_slots
