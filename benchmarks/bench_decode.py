@@ -20,11 +20,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT  # noqa: E402
+from pytest_palw.preflight.gpu_share import slots_for  # noqa: E402
+from pytest_palw.preflight.model_check import read_profile  # noqa: E402
 from pytest_palw.runtime.caller import DIGEST_NAMES, TraceCaller, candidate_table  # noqa: E402
 from pytest_palw.runtime.discovery import discover  # noqa: E402
+from pytest_palw.runtime.kernel_digest import kernel_digest  # noqa: E402
 from pytest_palw.runtime.library import Runtime, RuntimeBuild  # noqa: E402
-from pytest_palw.runtime.preflight.gpu_share import slots_for  # noqa: E402
-from pytest_palw.runtime.preflight.kernel_digest import kernel_digest  # noqa: E402
 from pytest_palw.runtime.run import run_trace  # noqa: E402
 
 
@@ -130,7 +131,7 @@ def main(argv=None) -> int:
         print(f"bench_decode: {build.lib_dir} has no CUDA backend with the PALW procs", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    model = runtime.load_model(Path(args.model))
+    model = runtime.load_model(Path(args.model), read_profile(Path(args.model)))
     load_seconds = time.perf_counter() - start
     token = model.default_token()
     discovery = discover(model, token)

@@ -37,7 +37,7 @@ t=$(now); palw certify --model profile:full -n "$WORKERS" --require-certified --
     > "$OUT/warm.log" 2>&1; rc=$?
 rows+=("| **warm palw certify** | **$(since "$t")** | rc=$rc $(verdict "$OUT/warm.json"); goal <= 15 s |")
 manifest=$(tail -n 1 "$OUT/build.log")
-model=$(python3 -c "from pytest_palw.runtime.preflight.resolve import resolve_model; print(resolve_model('profile:full').path)")
+model=$(python3 -c "from pytest_palw.preflight.resolve import resolve_model; print(resolve_model('profile:full').path)")
 python3 benchmarks/bench_decode.py --lib "$manifest" --model "$model" --repeat 20 --json "$OUT/decode.json" \
     > "$OUT/decode.log" 2>&1
 reject=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['reject_case']; print(f\"{r['median_ms']:.1f} ms median, p90 {r['p90_ms']:.1f}\")" \

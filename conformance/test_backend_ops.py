@@ -2,7 +2,7 @@
 same ggml computes, by llama.cpp's own test-backend-ops (the runtime's tree, trace compiled in).
 
 The oracle is upstream's op test and the CPU backend, not a line of ours
-(pytest_palw.runtime.probes.backend_ops): each group below is one ``test-backend-ops test -b CUDA0``
+(pytest_palw.probes.backend_ops): each group below is one ``test-backend-ops test -b CUDA0``
 run filtered to the op and types a traced launch uses: MUL_MAT with Q4_K and Q6_K weights (the
 MMVQ launches), MUL_MAT of F16 by F32 (the attention QK and PV stages) and SOFT_MAX (the attention
 softmax). A group passes when the CUDA backend was tested, no case failed or was not supported,
@@ -13,7 +13,7 @@ the op's numerics without a trace attached. The counts go into the certificate
 
 import pytest
 
-from pytest_palw.runtime.probes.backend_ops import build_binary, run
+from pytest_palw.probes.backend_ops import build_binary, run
 
 pytestmark = pytest.mark.palw_gpu
 

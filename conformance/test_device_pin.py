@@ -6,7 +6,7 @@ is approved, the MMVQ dispatch hook refuses it (INVALID_ARGUMENT / UNSUPPORTED_D
 nothing is accepted or committed.
 
 A certifying run happens on a device of the pinned cc, so the refusing branch is run in a child
-process whose CUDA runtime reports another cc (pytest_palw.runtime.probes.pin_probe: a preloaded shim of
+process whose CUDA runtime reports another cc (pytest_palw.probes.pin_probe: a preloaded shim of
 cudaGetDeviceProperties, nothing of the runtime changed), beside a control child whose shim
 reports the device's true cc and which commits the same records as this process.
 """
@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
+from pytest_palw.probes.pin_probe import run_child
 from pytest_palw.runtime.names import fault_name, status_name
-from pytest_palw.runtime.probes.pin_probe import run_child
 from pytest_palw.runtime.run import run_trace
 
 pytestmark = pytest.mark.palw_gpu

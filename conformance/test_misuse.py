@@ -23,10 +23,10 @@ import subprocess
 import pytest
 
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
+from pytest_palw.preflight.model_check import mismatches
 from pytest_palw.runtime.caller import TraceCaller
 from pytest_palw.runtime.discovery import Discovery
 from pytest_palw.runtime.names import fault_name, status_name
-from pytest_palw.runtime.preflight.model_check import mismatches
 
 REQUEST_FIELDS = ["abi_version", "struct_size", "expected_count", "capacity", "producer_context",
                   "null_approve", "null_fault"]

@@ -22,7 +22,7 @@ internal and the bridge checks it on the host, so the cases build the native sel
 capture kernel (native/tests/toy_capture_kernel.cuh) against the device hook the runtime was built
 with (digests checked against its manifest) with the CUDA toolkit's nvcc, once per runtime, and
 launch it through the runtime's producer, as mul_mat_vec_q is launched (the harness:
-pytest_palw.runtime.probes.fault_probe). No model is loaded.
+pytest_palw.probes.fault_probe). No model is loaded.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_palw.runtime.probes.fault_probe import (
+from pytest_palw.probes.fault_probe import (
     DUPLICATE,
     EXACT,
     GROUPED_COLUMNS,

@@ -4,7 +4,7 @@ Registered as a plugin by plugin.pytest_configure in the process that runs the s
 controller, or the only process without xdist), never in a worker, as xdist's DSession is; it
 drives this process's PalwSession (session.py) and imports nothing from it. Before any worker
 starts it resolves the runtime build and the model once, checks them in one line each and hands them to every worker
-(runtime/preflight/resolve.py); before any case runs it reads the expected inventory from the suite's
+(preflight/resolve.py); before any case runs it reads the expected inventory from the suite's
 sources; it then receives every case report (the workers' too) and every worker's facts, and at
 the end builds the certificate once: the verdict is a join of the inventory with the reports
 (certificate/verdict.py), never a count of what happened to be reported.
@@ -23,10 +23,10 @@ from pytest_palw.certificate import inventory as inventories
 from pytest_palw.certificate.facts import absent_tool_reasons, pytest_statement
 from pytest_palw.certificate.state import category_of
 from pytest_palw.errors import PalwError, or_exit
+from pytest_palw.preflight.resolve import Handover
+from pytest_palw.probes.load_probe import LoadProbe
+from pytest_palw.runtime.kernel_digest import parse_kernel_digest
 from pytest_palw.runtime.library import require_palw_library, require_undamaged
-from pytest_palw.runtime.preflight.kernel_digest import parse_kernel_digest
-from pytest_palw.runtime.preflight.resolve import Handover
-from pytest_palw.runtime.probes.load_probe import LoadProbe
 from pytest_palw.selection import golden_recording_reasons, partial_run_reasons, reaches_suite, run_mode_reasons
 from pytest_palw.tiers import tier_of
 

@@ -2,7 +2,7 @@
 and each xdist worker alike; xdist's remote.py side).
 
 It holds what this process needs and states: the runtime build and the model the controller
-resolved and handed over (runtime/preflight/resolve.py), loaded lazily (a unit test that uses no PALW
+resolved and handed over (preflight/resolve.py), loaded lazily (a unit test that uses no PALW
 fixture never loads a runtime); the tiers a case can run in; the witness that a case's body ran;
 this process's facts. Outside the workers plugin.py registers a Controller beside it
 (controller.py: resolving, the inventory, the reports, the certificate), which this module never
@@ -26,16 +26,16 @@ from pytest_palw import paths
 from pytest_palw.builder.choice import PALW_DEFAULT_PIN
 from pytest_palw.certificate.facts import brought_statement, kernel_digest_statement, runtime_statement
 from pytest_palw.certificate.inventory import witness_id
+from pytest_palw.devices import Device, assign_worker_device, visible_devices, worker_number
 from pytest_palw.errors import or_exit
 from pytest_palw.handed import HANDED
 from pytest_palw.marks import LAUNCH_MARK, launch_family
+from pytest_palw.preflight.gpu_share import slots_for
+from pytest_palw.preflight.resolve import Handover, ResolvedModel, choose_build, resolve_model
 from pytest_palw.runtime.brought import ORIGIN_BUILD
 from pytest_palw.runtime.caller import DIGEST_NAMES
+from pytest_palw.runtime.kernel_digest import KernelDigest, MappedDigests, kernel_digest
 from pytest_palw.runtime.library import Model, Runtime, RuntimeBuild
-from pytest_palw.runtime.preflight.devices import Device, assign_worker_device, visible_devices, worker_number
-from pytest_palw.runtime.preflight.gpu_share import slots_for
-from pytest_palw.runtime.preflight.kernel_digest import KernelDigest, MappedDigests, kernel_digest
-from pytest_palw.runtime.preflight.resolve import Handover, ResolvedModel, choose_build, resolve_model
 from pytest_palw.selection import in_suite
 from pytest_palw.tiers import TIERS, tier_of
 
@@ -189,7 +189,7 @@ class PalwSession:
     @cached_property
     def pin_observation(self) -> dict | None:
         """A brought CUDA runtime's pinned cc as the pin probe observed it on this machine's first device
-        (runtime/probes/pin_probe.py: observe_pinned_cc), handed by the controller, else observed here; None for
+        (probes/pin_probe.py: observe_pinned_cc), handed by the controller, else observed here; None for
         a `palw build` output (its manifest states the pin), a CPU runtime, or no visible device."""
         if self.handed.pin is not None:
             return self.handed.pin
@@ -199,7 +199,7 @@ class PalwSession:
         devices = visible_devices()
         if not devices:
             return None
-        from pytest_palw.runtime.probes.pin_probe import observe_pinned_cc
+        from pytest_palw.probes.pin_probe import observe_pinned_cc
 
         return observe_pinned_cc(build.location, self.resolved_model.path, devices[0].cc)
 

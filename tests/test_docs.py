@@ -2,6 +2,7 @@
 whose first part is a top-level entry of the checkout) is a file or directory of the tree."""
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,17 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ("docs/architecture.md", "README.md", "benchmarks/RESULTS.md")
 
 
+def top_level() -> set[str]:
+    """The checkout's tracked top-level entries (a developer's ignored `.carry/` or `.venv/` is not one)."""
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode == 0 and listed.stdout:
+        return {line.split("/")[0] for line in listed.stdout.splitlines()}
+    return {entry.name for entry in ROOT.iterdir()}
+
+
 def named_paths(text: str) -> list[str]:
     """The repository paths in ``text``'s backticks (the first word of each quoted span)."""
-    top = {entry.name for entry in ROOT.iterdir()}
+    top = top_level()
     found = []
     for span in re.findall(r"`([^`\n]+)`", text):
         word = span.split()[0].rstrip(",.:;)")

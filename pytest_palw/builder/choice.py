@@ -87,7 +87,7 @@ def for_visible_device(cuda_arch: str | None, pinned_cc: int | None) -> tuple[st
 
     Returns (cuda_arch, pinned_cc, one line saying what was chosen)."""
     from pytest_palw.builder.config import DEFAULT_CUDA_ARCH
-    from pytest_palw.runtime.preflight.devices import visible_devices
+    from pytest_palw.devices import visible_devices
 
     devices = visible_devices()
     if not devices:

@@ -28,7 +28,7 @@ DIGEST_DOES_NOT_PROVE = ("that the records identify the library: the V3 records 
 
 
 def kernel_digest_statement(digest) -> dict:
-    """A runtime.preflight.kernel_digest.KernelDigest as the certificate states it, with what it proves and not."""
+    """A runtime.kernel_digest.KernelDigest as the certificate states it, with what it proves and not."""
     return {"sha256": digest.digest.hex(), "source": digest.source, "proves": DIGEST_PROVES[digest.origin],
             "does_not_prove": DIGEST_DOES_NOT_PROVE}
 
@@ -57,7 +57,7 @@ def runtime_statement(manifest: dict) -> dict:
 
 def brought_statement(build, pin: dict | None = None) -> dict:
     """What a certificate says about a brought runtime (a RuntimeBuild of origin ``brought``): only what
-    its files, this process and the pin probe (``pin``: runtime/probes/pin_probe.py, pinned_from) showed
+    its files, this process and the pin probe (``pin``: probes/pin_probe.py, pinned_from) showed
     (runtime/brought.py), and which facts only a manifest knows."""
     from pytest_palw.runtime.brought import MANIFEST_ONLY, mapped_libraries
 

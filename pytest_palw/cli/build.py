@@ -73,8 +73,8 @@ def _register_build(subparsers) -> None:
 
 
 def _run_build(args) -> int:
-    from pytest_palw.builder import first_use
     from pytest_palw.builder.api import build
+    from pytest_palw.cli import first_use
 
     if args.runtime_dir and args.unpatched:
         raise SystemExit("palw build: an --unpatched build compiles no PALW runtime: drop --runtime-dir or --unpatched")

@@ -252,7 +252,7 @@ def mapped_libraries() -> dict[str, str]:
     """{path: sha256 of the mapped bytes} of every llama.cpp library (libllama*, libggml*) this process
     mapped, wherever it came from: a library loaded from outside the brought directory (an RUNPATH of
     the build tree) shows here under its own path."""
-    from pytest_palw.runtime.preflight.kernel_digest import Mapping, mapped_sha256
+    from pytest_palw.runtime.kernel_digest import Mapping, mapped_sha256
 
     found: dict = {}
     try:

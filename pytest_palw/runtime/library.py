@@ -7,7 +7,6 @@ model params in its main), so a trace driven from Python is the trace the smoke 
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import threading
 from contextlib import contextmanager
@@ -258,7 +257,8 @@ class Runtime:
 
     # --- models ---------------------------------------------------------------
     def load_model(self, path: Path, profile=None) -> "Model":
-        """``profile``: the file's model_check profile when the caller already has it (else read on use)."""
+        """``profile``: the file's profile (preflight.model_check.read_profile), read once by the caller
+        that resolved the model; the cases that need the attention geometry need it."""
         llama = self.llama
         params = llama.llama_model_default_params()
         params.n_gpu_layers = INT32_MAX
@@ -275,27 +275,25 @@ class Runtime:
             raise ModelProfileError(
                 f"llama.cpp cannot load {path} ({reason.strip() or 'no reason logged'}): the file is "
                 "truncated or not a GGUF this runtime reads; regenerate it (`palw models generate`)")
-        model = Model(self, path, pointer)
-        if profile is not None:
-            model.profile = profile  # the cached_property's slot: the file is not read again
-        return model
+        return Model(self, path, pointer, profile)
 
 
 class Model:
     pointer: int | None  # None once freed
 
-    def __init__(self, runtime: Runtime, path: Path, pointer: int):
-        self.runtime, self.path, self.pointer = runtime, Path(path), pointer
+    def __init__(self, runtime: Runtime, path: Path, pointer: int, profile=None):
+        self.runtime, self.path, self.pointer, self._profile = runtime, Path(path), pointer, profile
         llama = runtime.llama
         self.vocab = llama.llama_model_get_vocab(pointer)
         self.n_vocab = llama.llama_vocab_n_tokens(self.vocab)
 
-    @functools.cached_property
+    @property
     def profile(self):
-        """The GGUF's profile (model_check.read_profile): its attention geometry and widths."""
-        from pytest_palw.runtime.preflight.model_check import read_profile
-
-        return read_profile(self.path)
+        """The GGUF's profile (attention geometry and widths), as the loader was handed it."""
+        if self._profile is None:
+            raise RuntimeLibraryError(f"model {self.path} was loaded without its profile: pass "
+                                      "load_model(path, read_profile(path)) (pytest_palw.preflight.model_check)")
+        return self._profile
 
     def meta(self, key: str) -> str | None:
         buffer = ctypes.create_string_buffer(256)

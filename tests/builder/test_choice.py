@@ -11,7 +11,7 @@ from pytest_palw.builder import choice
 from pytest_palw.builder.manifest import MANIFEST_NAME, Manifest
 from pytest_palw.builder.patching import current_patch_set
 from pytest_palw.builder.plan import native_runtime
-from pytest_palw.runtime.preflight.devices import Device
+from pytest_palw.devices import Device
 
 H200 = Device(0, "NVIDIA H200", 900, "580.159.04")
 
@@ -72,7 +72,7 @@ def test_no_suitable_build(cache):
 
 
 def test_build_defaults_follow_the_visible_device(monkeypatch):
-    from pytest_palw.runtime.preflight import devices
+    from pytest_palw import devices
 
     monkeypatch.setattr(devices, "visible_devices", lambda: [H200])
     assert choice.for_visible_device(None, None)[:2] == ("90", 900)

@@ -1,4 +1,4 @@
-"""What conformance/test_producer_faults.py and its harness (pytest_palw/runtime/probes/fault_probe.py) call by
+"""What conformance/test_producer_faults.py and its harness (pytest_palw/probes/fault_probe.py) call by
 name exists, checked on any host.
 
 Those cases run only on a GPU, once per device session: a misspelt constant, struct, field or
@@ -22,10 +22,10 @@ import pytest
 
 from pytest_palw.builder.toolchain import nvcc_path
 from pytest_palw.paths import CONFORMANCE_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
+from pytest_palw.probes import fault_probe
 from pytest_palw.runtime.binding.cdef import defined_functions
 from pytest_palw.runtime.binding.hostabi import HEADER, declared_functions
 from pytest_palw.runtime.binding.runtime_abi import GGML_CDEF
-from pytest_palw.runtime.probes import fault_probe
 
 MODULE = CONFORMANCE_DIR / "test_producer_faults.py"
 HARNESS = Path(fault_probe.__file__)

@@ -95,7 +95,7 @@ def test_a_non_hex_kernel_digest_stops_the_session_in_one_line(pytester):
 
 def test_a_load_probe_timeout_is_one_line(tmp_path, cpu_build):
     from pytest_palw.fixtures.models.catalog import ensure_model
-    from pytest_palw.runtime.probes.load_probe import LoadProbe
+    from pytest_palw.probes.load_probe import LoadProbe
 
     with pytest.raises(RuntimeLibraryError) as stuck:
         LoadProbe(cpu_build.path, ensure_model("tiny"), timeout=0.01).check()

@@ -174,7 +174,7 @@ def test_the_device_hook_is_the_vendors_or_the_suites_only_when_stated_equal(cpu
     fail with that reason (fault_probe.hook_dir, as the Bench calls it)."""
     from pytest_palw import paths
     from pytest_palw.cache import sha256_file
-    from pytest_palw.runtime.probes.fault_probe import hook_dir
+    from pytest_palw.probes.fault_probe import hook_dir
 
     lib_dir = bring(cpu_build, tmp_path / "lib")
     unnamed = RuntimeBuild.locate(lib_dir)
@@ -204,7 +204,7 @@ def test_a_library_that_hides_the_producer_fails_the_producer_cases_with_that_re
 
     import cffi
 
-    from pytest_palw.runtime.probes.fault_probe import PRODUCER_FUNCTIONS, c_function
+    from pytest_palw.probes.fault_probe import PRODUCER_FUNCTIONS, c_function
 
     library = ctypes.CDLL(str(cpu_build.lib_dir / "libggml-base.so"))
     with pytest.raises(AssertionError) as refused:

@@ -11,8 +11,8 @@ import pytest
 from pytest_palw.certificate.facts import brought_statement
 from pytest_palw.errors import SourceError
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
-from pytest_palw.runtime.preflight.resolve import Handover
-from pytest_palw.runtime.probes.pin_probe import PIN_CANDIDATES, pinned_from
+from pytest_palw.preflight.resolve import Handover
+from pytest_palw.probes.pin_probe import PIN_CANDIDATES, pinned_from
 
 # What pin_probe.main prints for a child (the keys pinned_from reads), as a runtime answers.
 COMMITTED = {"finalize": "OK", "records": V2_COUNT, "decode": 0, "approved": V2_COUNT, "accepted": V2_COUNT,

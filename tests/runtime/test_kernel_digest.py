@@ -13,12 +13,12 @@ import sys
 import pytest
 
 from pytest_palw.errors import RuntimeLibraryError
-from pytest_palw.runtime.preflight.kernel_digest import mapped_library, mapped_sha256
+from pytest_palw.runtime.kernel_digest import mapped_library, mapped_sha256
 
 CHILD = """
 import ctypes, hashlib, os, sys
 from pytest_palw.errors import RuntimeLibraryError
-from pytest_palw.runtime.preflight.kernel_digest import mapped_library, mapped_sha256
+from pytest_palw.runtime.kernel_digest import mapped_library, mapped_sha256
 path, prefix = sys.argv[1], sys.argv[2]
 ctypes.CDLL(path)
 mapping = mapped_library(prefix)
@@ -65,7 +65,7 @@ def test_no_mapping_of_that_name():
 
 
 def test_a_mapping_whose_file_is_gone_is_refused(tmp_path):
-    from pytest_palw.runtime.preflight.kernel_digest import Mapping
+    from pytest_palw.runtime.kernel_digest import Mapping
 
     missing = Mapping(tmp_path / "gone.so", "0-1", 1)
     with pytest.raises(RuntimeLibraryError, match="can no longer be read"):

@@ -19,8 +19,8 @@ from typing import cast
 from pytest_palw.cache import FileDigest
 from pytest_palw.errors import ModelProfileError, RuntimeLibraryError
 from pytest_palw.fixtures.models.profiles import Profile
+from pytest_palw.preflight.model_check import check_profile
 from pytest_palw.runtime.library import RuntimeBuild
-from pytest_palw.runtime.preflight.model_check import check_profile
 
 
 @dataclass(frozen=True)

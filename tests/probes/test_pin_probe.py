@@ -1,4 +1,4 @@
-"""The device pin probe's child (pytest_palw.runtime.probes.pin_probe), on the CPU runtime: it loads the
+"""The device pin probe's child (pytest_palw.probes.pin_probe), on the CPU runtime: it loads the
 runtime named by a manifest, discovers and traces one token, and prints the statuses the device
 pin case judges. On a CPU runtime attach refuses (no CUDA backend), so nothing is approved; the
 GPU side (the shim reaching ggml-cuda) is judged by conformance/test_device_pin.py."""
@@ -13,12 +13,12 @@ import pytest
 from pytest_palw.builder.toolchain import nvcc_path
 from pytest_palw.fixtures.models.catalog import ensure_model
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
-from pytest_palw.runtime.probes.pin_probe import REPORTED_CC_VARIABLE, build_shim
+from pytest_palw.probes.pin_probe import REPORTED_CC_VARIABLE, build_shim
 
 
 def test_the_child_reports_the_trace_statuses(cpu_build):
     model = ensure_model("tiny")
-    result = subprocess.run([sys.executable, "-m", "pytest_palw.runtime.probes.pin_probe", str(cpu_build.path),
+    result = subprocess.run([sys.executable, "-m", "pytest_palw.probes.pin_probe", str(cpu_build.path),
                              str(model), "0", "11" * 32], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])

@@ -4,9 +4,9 @@ test-backend-ops); a preparation that fails is named in one line and fails the c
 
 from pathlib import Path
 
+from pytest_palw.preflight.resolve import resolve_model
 from pytest_palw.runtime.binding.runtime_abi import load_runtime_abi
 from pytest_palw.runtime.library import RuntimeBuild
-from pytest_palw.runtime.preflight.resolve import resolve_model
 
 
 def _lines(stderr: str, prefix: str) -> list[str]:

@@ -26,9 +26,9 @@ from pytest_palw.builder.config import RUNTIME_HEADER
 from pytest_palw.builder.toolchain import nvcc_path, tool_version
 from pytest_palw.cache import key_of, sha256_file
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, TOY_CAPTURE_KERNEL, cache_dir
+from pytest_palw.probes.compile import compile_once
 from pytest_palw.runtime import templates
 from pytest_palw.runtime.names import status_name
-from pytest_palw.runtime.probes.compile import compile_once
 from pytest_palw.topology import PINNED_ATTENTION
 
 HEADER = RUNTIME_HEADER
@@ -135,7 +135,7 @@ def header_function_type(header_text: str, name: str) -> str:
     match = re.search(rf"(?:^|[;}}])\s*([^;{{}}#()]*?)\b{name}\s*\(([^;{{}}]*)\)\s*;", code)
     if match is None:
         raise AssertionError(f"{HEADER} declares no {name}: the producer ABI changed; update "
-                             "pytest_palw/runtime/probes/fault_probe.py")
+                             "pytest_palw/probes/fault_probe.py")
     return f"{match.group(1).strip()} (*)({match.group(2).strip()})"
 
 

@@ -1,4 +1,4 @@
-"""runtime/preflight/gpu_share.py: machine-wide GPU slots between processes (file locks), and the llama
+"""preflight/gpu_share.py: machine-wide GPU slots between processes (file locks), and the llama
 context holding one from its creation to its free (runtime/library.py)."""
 
 import select
@@ -10,12 +10,12 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_palw.errors import RuntimeLibraryError
-from pytest_palw.runtime.preflight.gpu_share import GpuSlots, slots_for
+from pytest_palw.preflight.gpu_share import GpuSlots, slots_for
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from pytest_palw.runtime.preflight.gpu_share import GpuSlots
+from pytest_palw.preflight.gpu_share import GpuSlots
 slots = GpuSlots(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), wait_limit_s=60)
 slots.acquire()
 print("held", flush=True)

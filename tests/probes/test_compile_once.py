@@ -1,10 +1,10 @@
-"""The probes' one compile-once helper (runtime/probes/compile.py), with the host's C compiler."""
+"""The probes' one compile-once helper (probes/compile.py), with the host's C compiler."""
 
 import shutil
 
 import pytest
 
-from pytest_palw.runtime.probes.compile import compile_once
+from pytest_palw.probes.compile import compile_once
 
 
 def test_a_helper_is_compiled_once_whole_and_a_failure_leaves_nothing(tmp_path):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 _MODEL = """
 import sys
-from pytest_palw.runtime.preflight.resolve import resolve_model
+from pytest_palw.preflight.resolve import resolve_model
 resolved = resolve_model(sys.argv[1])
 print(f"{resolved.path} (sha256 {resolved.sha256[:16]}...)")
 """
@@ -34,7 +34,7 @@ print(module.__file__)
 _BACKEND_OPS = """
 import sys
 from pathlib import Path
-from pytest_palw.runtime.probes.backend_ops import build_binary
+from pytest_palw.probes.backend_ops import build_binary
 from pytest_palw.runtime.library import RuntimeBuild
 build = RuntimeBuild.locate(Path(sys.argv[1]))
 print(build_binary(build).name)

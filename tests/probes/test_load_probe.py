@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_palw.errors import RuntimeLibraryError
-from pytest_palw.runtime.probes.load_probe import LoadProbe, verdict
+from pytest_palw.probes.load_probe import LoadProbe, verdict
 
 
 def test_a_child_killed_by_a_signal_is_named():
@@ -33,7 +33,7 @@ def test_the_real_cpu_runtime_loads_the_tiny_model(cpu_build):
     from pytest_palw.fixtures.models.catalog import ensure_model
 
     manifest = cpu_build
-    result = subprocess.run([sys.executable, "-m", "pytest_palw.runtime.probes.load_probe", str(manifest.path),
+    result = subprocess.run([sys.executable, "-m", "pytest_palw.probes.load_probe", str(manifest.path),
                              str(ensure_model("tiny"))], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"the probe child could not load the tiny model:\n{result.stderr[-3000:]}"
 
@@ -48,7 +48,7 @@ def test_a_missing_model_is_not_mistaken_for_a_crash(tmp_path, cpu_build):
 CRASHING_CHILD = '''
 import sys
 
-import pytest_palw.runtime.probes.load_probe as probe
+import pytest_palw.probes.load_probe as probe
 
 # The probe's child dies of SIGSEGV, as a runtime with two C++ runtimes did under Python.
 probe.child_command = lambda location, model: [

@@ -11,7 +11,7 @@ that reaches it without touching the runtime: a child process with a preloaded s
 runtime under test runs unchanged, on the real device; only the cc it is told differs. The same
 child with the shim reporting the device's true cc is the control.
 
-Run as ``python -m pytest_palw.runtime.probes.pin_probe MANIFEST MODEL TOKEN DIGEST_HEX`` it is the child:
+Run as ``python -m pytest_palw.probes.pin_probe MANIFEST MODEL TOKEN DIGEST_HEX`` it is the child:
 it prints one JSON line with the trace's statuses.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from pytest_palw.builder.toolchain import nvcc_path, tool_version
 from pytest_palw.cache import key_of
 from pytest_palw.paths import cache_dir
-from pytest_palw.runtime.probes.compile import compile_once
+from pytest_palw.probes.compile import compile_once
 
 REPORTED_CC_VARIABLE = "PALW_REPORTED_CC"
 SHIM_SOURCE = r"""
@@ -201,16 +201,17 @@ def observe_pinned_cc(location: Path, model: Path, device_cc: int) -> dict:
 
 
 def main(manifest: str, model_path: str, token_text: str, digest_hex: str) -> dict:
+    from pytest_palw.preflight.model_check import read_profile
     from pytest_palw.runtime.caller import DIGEST_NAMES, TraceCaller
     from pytest_palw.runtime.discovery import discover
+    from pytest_palw.runtime.kernel_digest import kernel_digest
     from pytest_palw.runtime.library import Runtime, RuntimeBuild
     from pytest_palw.runtime.names import fault_name, status_name
-    from pytest_palw.runtime.preflight.kernel_digest import kernel_digest
     from pytest_palw.runtime.run import run_trace
 
     runtime = Runtime(RuntimeBuild.locate(Path(manifest)))
     lib = runtime.lib
-    model = runtime.load_model(Path(model_path))
+    model = runtime.load_model(Path(model_path), read_profile(Path(model_path)))
     token = model.default_token() if token_text == "default" else int(token_text)
     digest = kernel_digest(runtime).digest if digest_hex == "mapped" else bytes.fromhex(digest_hex)
     discovery = discover(model, token)

@@ -1,10 +1,10 @@
-"""pytest_palw.runtime.probes.backend_ops on the CPU runtime: llama.cpp's test-backend-ops builds from the
+"""pytest_palw.probes.backend_ops on the CPU runtime: llama.cpp's test-backend-ops builds from the
 runtime's tree against its ggml and runs (named explicitly, the CPU backend is tested against the
 CPU reference); the GPU tier (conformance/test_backend_ops.py) judges the CUDA backend. The parser
 is held to upstream's console format."""
 
+from pytest_palw.probes import backend_ops
 from pytest_palw.runtime.library import RuntimeBuild
-from pytest_palw.runtime.probes import backend_ops
 
 CONSOLE = (
     "Testing 2 devices\n\nBackend 1/2: CUDA0\n  Device description: NVIDIA H200\n\n"

@@ -117,8 +117,8 @@ def slots_for(count: int, member: int) -> GpuSlots | None:
     object per process and set; None for ``count`` 0 (no limit)."""
     if count <= 0:
         return None
+    from pytest_palw.devices import visible_devices
     from pytest_palw.paths import cache_dir
-    from pytest_palw.runtime.preflight.devices import visible_devices
 
     devices = os.environ.get("CUDA_VISIBLE_DEVICES") or ",".join(str(d.index) for d in visible_devices())
     directory = cache_dir("gpu-slots") / (devices.replace(",", "_") or "none")

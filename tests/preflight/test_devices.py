@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_palw.runtime.preflight.devices import assign_worker_device
+from pytest_palw.devices import assign_worker_device
 
 
 @pytest.mark.parametrize("worker, pool, expected", [

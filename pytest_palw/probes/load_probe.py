@@ -21,7 +21,7 @@ from pytest_palw.errors import RuntimeLibraryError
 
 def child_command(location: Path, model: Path) -> list[str]:
     """The probe's child: this module's main() in a fresh interpreter."""
-    return [sys.executable, "-m", "pytest_palw.runtime.probes.load_probe", str(location), str(model)]
+    return [sys.executable, "-m", "pytest_palw.probes.load_probe", str(location), str(model)]
 
 
 class LoadProbe:

@@ -18,7 +18,7 @@ from pathlib import Path
 from pytest_palw.builder.toolchain import find_tool, tool_version
 from pytest_palw.cache import key_of, sha256_file
 from pytest_palw.paths import cache_dir
-from pytest_palw.runtime.probes.compile import compile_once
+from pytest_palw.probes.compile import compile_once
 
 SOURCE = "tests/test-backend-ops.cpp"
 LIBRARIES = ("libggml.so", "libggml-base.so")
