@@ -5,7 +5,7 @@ the current model (``current``), so nothing downstream handles an old format.
   from the case's recorded reports, as the verdict gives it (state.CaseState.of).
 - Schema v1 recorded no case id, phases nor witness: the id is its node id, the state what pytest
   said (its outcome).
-- Before a run recorded each case's launch (CaseResult.launch, pytest-palw before 2026-12-04):
+- Before a run recorded each case's launch (CaseResult.launch; certificates without `cases[].launch`):
   the launches are read from the case ids, by the table of index cases the page used then.
 """
 

@@ -1,6 +1,6 @@
 """Load the model once in a child process before the first case runs.
 
-A runtime that kills the Python process while loading (seen on 2026-12-03: a CUDA build made on
+A runtime that kills the Python process while loading (seen once: a CUDA build made on
 the device with a static-libstdc++ toolchain segfaulted in llama_model_load_from_file under
 Python while the seed smoke tool ran fine; `palw build` now checks for that, builder/cxx_runtime.py)
 cannot be caught in-process: every xdist worker would crash in turn. The probe turns that into
