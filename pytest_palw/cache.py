@@ -5,10 +5,12 @@ Where the caches are is pytest_palw/paths.py's to say (``cache_dir``)."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 import sys
 import threading
 from contextlib import contextmanager
@@ -32,11 +34,67 @@ def sha256_file(path: Path) -> str:
 
 
 def sha256_stream(handle) -> str:
-    """sha256 of what is left to read in a binary file object."""
+    """sha256 of what is left to read in a binary file object. A regular file's holes (a sparse
+    file: the synthetic gate models are 5 GB of which a few MB are written) are hashed as the zeros
+    they read as, without reading them: the filesystem says where its data is (SEEK_DATA/SEEK_HOLE),
+    and every data byte is read from the file, here and now."""
     digest = hashlib.sha256()
-    while chunk := handle.read(CHUNK):
-        digest.update(chunk)
+    segments = _data_segments(handle)
+    if segments is None:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+        return digest.hexdigest()
+    fd, zeros = handle.fileno(), bytes(CHUNK)
+    for start, end, is_data in segments:
+        position = start
+        while position < end:
+            size = min(CHUNK, end - position)
+            if is_data:
+                chunk = os.pread(fd, size, position)
+                if not chunk:  # the file shrank under us: what is there is what is hashed
+                    handle.seek(position)
+                    return digest.hexdigest()
+                digest.update(chunk)
+                position += len(chunk)
+            else:
+                digest.update(zeros[:size] if size < CHUNK else zeros)
+                position += size
+    handle.seek(segments[-1][1] if segments else handle.tell())
     return digest.hexdigest()
+
+
+def _data_segments(handle) -> list[tuple[int, int, bool]] | None:
+    """(start, end, is data) from the handle's position to the file's end, or None where the file
+    cannot say (no descriptor, not a regular file, no SEEK_DATA): then it is read through."""
+    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+    try:
+        fd = handle.fileno()
+        status = os.fstat(fd)
+        position = start = handle.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+    if seek_data is None or seek_hole is None or not stat.S_ISREG(status.st_mode):
+        return None
+    end, segments = status.st_size, []
+    try:
+        while position < end:
+            try:
+                data = min(os.lseek(fd, position, seek_data), end)
+            except OSError as error:
+                if error.errno != errno.ENXIO:  # ENXIO: no data after position, a hole to the end
+                    raise
+                data = end
+            if data > position:
+                segments.append((position, data, False))
+            if data >= end:
+                break
+            hole = min(os.lseek(fd, data, seek_hole), end)
+            segments.append((data, hole, True))
+            position = hole
+    except OSError:
+        handle.seek(start)  # read through from where the caller left it
+        return None
+    return segments
 
 
 def _remembered_entry(path: Path, kind: str = "sha256") -> Path:

@@ -1,0 +1,81 @@
+"""pytest_palw/cache.py's file digest: the sha256 of every byte, holes of a sparse file included (they
+read as zeros), without reading the holes from the disk."""
+
+import hashlib
+import io
+import os
+
+import pytest
+
+from pytest_palw.cache import CHUNK, sha256_file, sha256_stream
+
+MIB = 1 << 20
+
+# (offset, bytes) written into a file of SIZE: data at the start, in the middle, at the very end,
+# and none (all hole).
+LAYOUTS = {
+    "all hole": [],
+    "data, hole, data": [(0, b"head" * 1000), (40 * MIB + 3, b"\x01middle\xff"), (64 * MIB - 5, b"tail!")],
+    "hole at the end": [(5, b"x" * (3 * MIB))],
+    "dense": [(0, bytes(range(256)) * 4096)],
+}
+SIZE = 64 * MIB
+
+
+def _write(path, layout, size=SIZE):
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+        for offset, data in layout:
+            handle.seek(offset)
+            handle.write(data)
+
+
+def _expected(layout, size=SIZE):
+    content = bytearray(size)
+    for offset, data in layout:
+        content[offset:offset + len(data)] = data
+    return hashlib.sha256(content).hexdigest()
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_a_sparse_file_hashes_as_every_byte_of_it(tmp_path, name):
+    path = tmp_path / "f.bin"
+    _write(path, LAYOUTS[name])
+    assert sha256_file(path) == _expected(LAYOUTS[name])
+
+
+def test_a_byte_flipped_in_data_or_written_into_a_hole_changes_the_digest(tmp_path):
+    path = tmp_path / "f.bin"
+    layout = LAYOUTS["data, hole, data"]
+    _write(path, layout)
+    before = sha256_file(path)
+    for offset in (1, 40 * MIB + 4, 20 * MIB, SIZE - 1):  # in data, in data, in a hole, the last byte
+        with open(path, "r+b") as handle:
+            handle.seek(offset)
+            old = handle.read(1)
+            handle.seek(offset)
+            handle.write(bytes([old[0] ^ 0x01]))
+        assert sha256_file(path) != before, offset
+        with open(path, "r+b") as handle:
+            handle.seek(offset)
+            handle.write(old)
+        assert sha256_file(path) == before, offset
+
+
+def test_a_stream_hashes_what_is_left_to_read_from_its_position(tmp_path):
+    path = tmp_path / "f.bin"
+    layout = LAYOUTS["data, hole, data"]
+    _write(path, layout)
+    content = bytearray(SIZE)
+    for offset, data in layout:
+        content[offset:offset + len(data)] = data
+    for start in (0, 7, CHUNK + 1, 40 * MIB + 5, SIZE):
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            assert sha256_stream(handle) == hashlib.sha256(content[start:]).hexdigest(), start
+            assert handle.tell() == SIZE  # read to its end, as a plain read would leave it
+
+
+def test_a_stream_without_a_file_descriptor_is_read_through():
+    data = os.urandom(3 * CHUNK + 17)
+    assert sha256_stream(io.BytesIO(data)) == hashlib.sha256(data).hexdigest()
