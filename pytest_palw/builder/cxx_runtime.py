@@ -112,10 +112,15 @@ def check_libraries(lib_dir: Path, cxx: Path | str | None = None) -> dict:
                           for check in checks}}
 
 
+def own_runtime_libraries(report: dict) -> dict:
+    """The libraries of a ``check_libraries`` report that break RULE: {name: facts}."""
+    return {name: facts for name, facts in report["libraries"].items()
+            if not (facts["needs_libstdcxx"] or facts["runtime_exports"] == 0)}
+
+
 def require_one_runtime(report: dict, compiler: str) -> None:
     """BuildError, in one line, when a library would bring its own exported C++ runtime."""
-    bad = {name: facts for name, facts in report["libraries"].items()
-           if not (facts["needs_libstdcxx"] or facts["runtime_exports"] == 0)}
+    bad = own_runtime_libraries(report)
     if bad:
         name, facts = next(iter(bad.items()))
         raise BuildError(

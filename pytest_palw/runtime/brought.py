@@ -213,8 +213,9 @@ def check_abi(lib_dir: Path, observed: dict[str, dict]) -> None:
 def check_cxx_runtime(lib_dir: Path, report: dict) -> None:
     """`palw build`'s rule (builder/cxx_runtime.py) on the libraries a vendor brings: RuntimeLibraryError,
     in one line, before anything maps them, when one links libstdc++ statically and exports it."""
-    bad = {name: facts for name, facts in report["libraries"].items()
-           if not (facts["needs_libstdcxx"] or facts["runtime_exports"] == 0)}
+    from pytest_palw.builder.cxx_runtime import own_runtime_libraries
+
+    bad = own_runtime_libraries(report)
     if bad:
         name, facts = next(iter(bad.items()))
         raise RuntimeLibraryError(
