@@ -195,8 +195,8 @@ class _Controller:
 
 
 def foreign_plugins(pluginmanager) -> list[str]:
-    """Each registered plugin whose code (a module's file, an object's class's file) lies outside
-    pytest, xdist, syrupy, the plugin and the suite: "module (file, sha256 ...)"."""
+    """Each registered plugin whose code (a module's file; a class's, or an object's class's, module's
+    file) lies outside pytest, xdist, syrupy, the plugin and the suite: "module (file, sha256 ...)"."""
     from pytest_palw.cache import sha256_file
     from pytest_palw.session import trusted_roots
 
@@ -205,9 +205,10 @@ def foreign_plugins(pluginmanager) -> list[str]:
     for _, plugin in pluginmanager.list_name_plugin():
         if plugin is None:  # blocked (-p no:NAME)
             continue
-        module = plugin if isinstance(plugin, types.ModuleType) else sys.modules.get(
-            type(plugin).__module__)
-        name = getattr(module, "__name__", None) or type(plugin).__module__
+        # A module, a class (pytest 9.1 registers LegacyTmpdirPlugin so) or an instance: the code's module.
+        defined_in = plugin.__module__ if isinstance(plugin, type) else type(plugin).__module__
+        module = plugin if isinstance(plugin, types.ModuleType) else sys.modules.get(defined_in)
+        name = getattr(module, "__name__", None) or defined_in
         source = getattr(module, "__file__", None)
         if source is not None and any(root in Path(source).resolve().parents for root in roots):
             continue

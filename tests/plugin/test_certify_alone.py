@@ -14,6 +14,7 @@ import json
 import sys
 
 import flaky.flaky_pytest_plugin
+import pytest
 from test_verdict_routes import TOY_CASES, toy  # noqa: F401 (toy: a fixture)
 
 VENDOR_PYPROJECT = '[tool.pytest.ini_options]\naddopts = "-p flaky --force-flaky --max-runs=3"\n'
@@ -107,3 +108,26 @@ def test_a_certificate_rewritten_after_the_run_is_removed(toy, pytester):
     assert (f"palw: the certificate written to {certificate} does not check (the file is not the document the run "
             "judged: something rewrote it after the run): it is removed, nothing is certified") in result.stdout.str()
     assert not certificate.exists() and not certificate.with_suffix(".html").exists()
+
+
+FOREIGN_CLASS_PLUGIN = "class VendorPlugin:\n    pass\n"
+
+
+def test_a_plugin_registered_as_a_class_is_judged_by_its_own_module(tmp_path, monkeypatch):
+    """pytest 9.1 registers its `LegacyTmpdirPlugin` as a class, not an instance: a class is judged by
+    the module that defines it (type(cls) is `builtins.type`, which has no file and is no plugin)."""
+    from _pytest.legacypath import LegacyTmpdirPlugin
+
+    from pytest_palw.cli.certify import foreign_plugins
+
+    (tmp_path / "vendor_class_plugin.py").write_text(FOREIGN_CLASS_PLUGIN)
+    monkeypatch.syspath_prepend(tmp_path)
+    import vendor_class_plugin
+
+    manager = pytest.PytestPluginManager()
+    manager.register(LegacyTmpdirPlugin, "legacypath-tmpdir")
+    assert foreign_plugins(manager) == []
+    manager.register(vendor_class_plugin.VendorPlugin, "vendor")
+    source = tmp_path / "vendor_class_plugin.py"
+    sha256 = hashlib.sha256(source.read_bytes()).hexdigest()
+    assert foreign_plugins(manager) == [f"vendor_class_plugin ({source}, sha256 {sha256})"]
