@@ -1,10 +1,11 @@
 """Fixtures the test packages under tests/ share: the `palw` CLI in a child process, this host's
-cached CPU build (or a skip), a private pytest-palw cache, the verified sdist, a fake llama.cpp
-tree, the host ABI and an older CERTIFIED certificate a run must not leave standing.
+cached CPU build (or a skip), a private pytest-palw cache, the shared cache pinned for pytester's
+children, the verified sdist, a fake llama.cpp tree, the host ABI and an older CERTIFIED
+certificate a run must not leave standing.
 
-Kept apart on purpose (each says why where it lives): tests/plugin's autouse fixture pins
-$PALW_CACHE_DIR to the *shared* cache for pytester's fresh HOME; tests/fixtures/models' model cache
-is private per run and set only while a model is ensured; the oracle, wheel and full-build tests
+Kept apart on purpose (each says why where it lives): tests/plugin makes ``shared_palw_cache``
+autouse (every test of it starts pytest with pytester); tests/fixtures/models' model cache is
+private per run and set only while a model is ensured; the oracle, wheel and full-build tests
 build the CPU runtime when it is missing instead of skipping.
 """
 
@@ -16,6 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+# Imported before any test: pytester puts sys.modules back as it found it after each test, and a
+# numpy first imported during one (a model from fixtures/models/catalog.py, through gguf) cannot be
+# imported again in this process ("cannot load module more than once per process").
+import numpy  # noqa: F401
 import pytest
 
 
@@ -50,6 +55,24 @@ def private_cache(tmp_path, monkeypatch) -> Path:
     cache.mkdir()
     monkeypatch.setenv("PALW_CACHE_DIR", str(cache))
     return cache
+
+
+@pytest.fixture(scope="session")
+def shared_cache_root() -> Path:
+    """This host's pytest-palw cache ($PALW_CACHE_DIR, else the user's cache dir), read once: a session
+    fixture is set up before a test's ``pytester``, which moves $HOME (and the user's cache dir with it)."""
+    from pytest_palw.paths import cache_root
+
+    return cache_root()
+
+
+@pytest.fixture
+def shared_palw_cache(shared_cache_root, monkeypatch) -> Path:
+    """$PALW_CACHE_DIR pinned to this host's cache for the test and the children it starts: pytester
+    gives each subprocess a fresh HOME, where the sessions it starts would rebuild the `palw build`
+    runtime and the models instead of reusing them. The opposite of ``private_cache``."""
+    monkeypatch.setenv("PALW_CACHE_DIR", str(shared_cache_root))
+    return shared_cache_root
 
 
 @pytest.fixture(scope="session")

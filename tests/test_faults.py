@@ -77,14 +77,21 @@ def snapshot(root: Path) -> dict:
     return found
 
 
+def _exit_and_output(result) -> tuple[int, str]:
+    """(exit code, stdout and stderr) of a child: a CompletedProcess (`palw`) or pytester's RunResult (pytest)."""
+    if isinstance(result, pytest.RunResult):
+        return result.ret, result.stdout.str() + "\n" + result.stderr.str()
+    return result.returncode, result.stdout + result.stderr
+
+
 def output_lines(result, fragment: str) -> list[str]:
-    return [line for line in (result.stdout + result.stderr).splitlines() if fragment in line]
+    return [line for line in _exit_and_output(result)[1].splitlines() if fragment in line]
 
 
 def assert_one_line(result, exit_code: int, fragment: str, *more: str) -> str:
     """Exit ``exit_code``; exactly one line of the output names ``fragment`` (and ``more``); no traceback."""
-    text = result.stdout + result.stderr
-    assert result.returncode == exit_code, text[-3000:]
+    returncode, text = _exit_and_output(result)
+    assert returncode == exit_code, text[-3000:]
     assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
     lines = output_lines(result, fragment)
     assert len(lines) == 1, text[-3000:]
@@ -93,10 +100,10 @@ def assert_one_line(result, exit_code: int, fragment: str, *more: str) -> str:
     return lines[0]
 
 
-def _pytest(*args, cwd, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})},
-                          timeout=timeout)
+def _pytest(pytester, *args, timeout=600):
+    """pytest in a child process of its own, in ``pytester.path`` (a test not given ``private_cache``
+    asks for ``shared_palw_cache``: pytester's fresh HOME would otherwise be a cache with no build)."""
+    return pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *map(str, args), timeout=timeout)
 
 
 @pytest.fixture
@@ -150,18 +157,19 @@ def _libllama(manifest_path: Path) -> Path:
 # -- 1. what the certificate states was read in this run -----------------------------------------
 
 
-def test_a_model_byte_flipped_with_its_mtime_kept_is_stated_and_diffed(cpu_build, run_palw, tmp_path):
+def test_a_model_byte_flipped_with_its_mtime_kept_is_stated_and_diffed(cpu_build, shared_palw_cache, run_palw,
+                                                                        tmp_path, pytester):
     """Row 1: the model's sha256 is the bytes of this run, never the memo of path, size and mtime."""
     from pytest_palw.fixtures.models.catalog import ensure_model
 
     model = tmp_path / "model.gguf"
     shutil.copyfile(ensure_model("tiny"), model)
     common = [f"--palw-lib={cpu_build.path}", f"--palw-model={model}", CASES]
-    clean = _pytest(f"--palw-certificate={tmp_path / 'clean.json'}", *common, cwd=tmp_path)
-    assert (tmp_path / "clean.json").is_file(), clean.stdout[-3000:]
+    clean = _pytest(pytester, f"--palw-certificate={tmp_path / 'clean.json'}", *common)
+    assert (tmp_path / "clean.json").is_file(), clean.stdout.str()[-3000:]
     flip_keeping_mtime(model, model.stat().st_size - 4096)
-    flipped = _pytest(f"--palw-certificate={tmp_path / 'flipped.json'}", *common, cwd=tmp_path)
-    assert (tmp_path / "flipped.json").is_file(), flipped.stdout[-3000:]
+    flipped = _pytest(pytester, f"--palw-certificate={tmp_path / 'flipped.json'}", *common)
+    assert (tmp_path / "flipped.json").is_file(), flipped.stdout.str()[-3000:]
 
     before = json.loads((tmp_path / "clean.json").read_text())["model"]["sha256"]
     stated = json.loads((tmp_path / "flipped.json").read_text())["model"]["sha256"]
@@ -172,14 +180,13 @@ def test_a_model_byte_flipped_with_its_mtime_kept_is_stated_and_diffed(cpu_build
                for line in diff.stdout.splitlines()), diff.stdout
 
 
-def test_the_certificate_states_the_libraries_it_mapped(cpu_build, tmp_path):
+def test_the_certificate_states_the_libraries_it_mapped(cpu_build, shared_palw_cache, tmp_path, pytester):
     """Row 1: each runtime library's sha256 in the certificate is of the file this run mapped."""
-    result = _pytest(f"--palw-certificate={tmp_path / 'c.json'}", f"--palw-lib={cpu_build.path}", CASES,
-                     cwd=tmp_path)
+    result = _pytest(pytester, f"--palw-certificate={tmp_path / 'c.json'}", f"--palw-lib={cpu_build.path}", CASES)
     document = json.loads((tmp_path / "c.json").read_text())
     libraries = document["runtime"]["libraries"]
     lib_dir = Path(document["runtime"]["lib_dir"])
-    assert any(name.startswith("libllama.so") for name in libraries), result.stdout[-2000:]
+    assert any(name.startswith("libllama.so") for name in libraries), result.stdout.str()[-2000:]
     for name, digest in libraries.items():
         assert digest == hashlib.sha256((lib_dir / name).read_bytes()).hexdigest(), name
 
@@ -187,14 +194,13 @@ def test_the_certificate_states_the_libraries_it_mapped(cpu_build, tmp_path):
 # -- 2. damage found is damage repaired, or named ------------------------------------------------
 
 
-def test_a_flipped_library_byte_is_no_cache_hit(restored, carried, run_palw):
+def test_a_flipped_library_byte_is_no_cache_hit(restored, carried, run_palw, pytester):
     """Row 1 and 2: one byte of libllama.so flipped with its mtime kept: `palw build` says what is
     damaged and rebuilds (stopped here once it has begun: the restored build has no objects, so
     the rebuild is a full compile), and a run naming the build refuses it in one line."""
     library = _libllama(restored)
     flip_keeping_mtime(library, comment_offset(library))
-    refused = _pytest(f"--palw-lib={restored}", f"--palw-certificate={restored.parent / 'c.json'}", CASES,
-                      cwd=restored.parent)
+    refused = _pytest(pytester, f"--palw-lib={restored}", f"--palw-certificate={restored.parent / 'c.json'}", CASES)
     assert_one_line(refused, 7, "is damaged", "libllama.so", "palw build")
 
     sdist, _, _ = carried

@@ -4,8 +4,6 @@ libraries run; an archive of another key is refused, one that is missing means b
 
 import json
 import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -26,7 +24,8 @@ def archived(cpu_build, tmp_path_factory):
     return cpu_build, source.path, directory
 
 
-def test_a_carried_build_is_a_cache_hit_on_an_empty_cache(archived, run_palw, tmp_path):
+def test_a_carried_build_is_a_cache_hit_on_an_empty_cache(archived, shared_palw_cache, run_palw, tmp_path, pytester,
+                                                          monkeypatch):
     manifest, sdist, directory = archived
     saved = run_palw("build", "--source", sdist, "--cache-to", directory, "--print-manifest")
     assert saved.returncode == 0, saved.stderr[-2000:]
@@ -51,14 +50,14 @@ def test_a_carried_build_is_a_cache_hit_on_an_empty_cache(archived, run_palw, tm
     assert Path(moved["outputs"]["libllama"]).is_file() and fresh in Path(moved["outputs"]["libllama"]).parents
 
     # the restored libraries run: a CPU-tier claim module against the carried build, from the fresh cache
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--palw-lib={path}",
-         f"--palw-certificate={tmp_path / 'c.json'}", str(CONFORMANCE_DIR / "test_class_counts.py")],
-        capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp_path, timeout=600)
+    monkeypatch.setenv("PALW_CACHE_DIR", env["PALW_CACHE_DIR"])
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", f"--palw-lib={path}",
+                                           f"--palw-certificate={tmp_path / 'c.json'}",
+                                           str(CONFORMANCE_DIR / "test_class_counts.py"), timeout=600)
     document = json.loads((tmp_path / "c.json").read_text())
-    assert document["runtime"]["lib_dir"].startswith(str(fresh)), result.stdout[-2000:]
+    assert document["runtime"]["lib_dir"].startswith(str(fresh)), result.stdout.str()[-2000:]
     outcomes = {case["outcome"] for case in document["cases"] if "test_class_counts.py" in case["id"]}
-    assert outcomes == {"passed"}, result.stdout[-2000:]
+    assert outcomes == {"passed"}, result.stdout.str()[-2000:]
 
 
 def test_an_archive_of_another_key_is_refused(archived, tmp_path, monkeypatch):

@@ -1,14 +1,14 @@
-"""pytester gives each subprocess a fresh HOME; keep it on this host's pytest-palw cache so the
-sessions it starts reuse the `palw build` runtime and the models instead of rebuilding them.
+"""Every test of this package keeps $PALW_CACHE_DIR on this host's pytest-palw cache
+(tests/conftest.py's ``shared_palw_cache``): pytester gives each subprocess a fresh HOME, and the
+sessions it starts must reuse the `palw build` runtime and the models instead of rebuilding them.
 
-The opposite of tests/conftest.py's ``private_cache`` (an empty cache of the test's own), so it
-stays here: every test of this package needs the shared cache, not a fresh one."""
+Autouse here only: every test of this package needs the shared cache, not a fresh one; elsewhere
+some need a private cache (``private_cache``), so tests there that start pytest with pytester ask
+for ``shared_palw_cache`` by name."""
 
 import pytest
 
-from pytest_palw.paths import cache_root
-
 
 @pytest.fixture(autouse=True)
-def _shared_palw_cache(monkeypatch):
-    monkeypatch.setenv("PALW_CACHE_DIR", str(cache_root()))
+def _shared_palw_cache(shared_palw_cache):
+    return shared_palw_cache

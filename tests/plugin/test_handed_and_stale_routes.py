@@ -4,8 +4,6 @@ certificate on disk: each must end not certified, or with no older certificate s
 import json
 import os
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -15,9 +13,19 @@ from pytest_palw.paths import CONFORMANCE_DIR
 CASES = str(CONFORMANCE_DIR / "test_class_counts.py")
 
 
-def _pytest(*args, cwd, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
+def _pytest(pytester, *args, timeout=600):
+    """pytest in a child process of its own (xdist workers, -p plugins, the environment the test set),
+    in ``pytester.path``."""
+    return pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *map(str, args), timeout=timeout)
+
+
+def _output(result) -> str:
+    return result.stdout.str() + "\n" + result.stderr.str()
+
+
+def _on_pythonpath(pytester, monkeypatch) -> None:
+    """``pytester.path`` (where a test's -p plugin module is) on the PYTHONPATH of the run and its workers."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
 
 
 def test_certify_whose_pytest_writes_elsewhere_leaves_no_certificate(run_palw, tmp_path, stale_certificate):
@@ -30,62 +38,64 @@ def test_certify_whose_pytest_writes_elsewhere_leaves_no_certificate(run_palw, t
     assert not other.exists()
 
 
-def test_a_plugin_registered_by_a_conftest_still_removes_an_older_certificate(tmp_path, stale_certificate):
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "conftest.py").write_text('pytest_plugins = ["pytest_palw.plugin"]\n')
-    (project / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+def test_a_plugin_registered_by_a_conftest_still_removes_an_older_certificate(pytester, monkeypatch, tmp_path,
+                                                                              stale_certificate):
+    pytester.makeconftest('pytest_plugins = ["pytest_palw.plugin"]\n')
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
     certificate = tmp_path / "late.json"
     stale_certificate(certificate)
-    result = _pytest(f"--palw-certificate={certificate}", "--palw-model=/nonexistent.gguf", cwd=project,
-                     env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "-p xdist.plugin -p syrupy"})
-    assert "does not exist" in result.stdout + result.stderr
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p xdist.plugin -p syrupy")  # after pytester, which clears it
+    result = _pytest(pytester, f"--palw-certificate={certificate}", "--palw-model=/nonexistent.gguf")
+    assert "does not exist" in _output(result)
     assert not certificate.exists() and not certificate.with_suffix(".html").exists()
 
 
 @pytest.fixture
-def worker_plugin(tmp_path):
+def worker_plugin(pytester, monkeypatch):
     """Write a -p plugin module that runs ``body`` in the xdist workers' pytest_configure only."""
-    def write(body: str) -> dict:
-        (tmp_path / "palw_worker_only.py").write_text(
-            "import os\n\ndef pytest_configure(config):\n    if hasattr(config, 'workerinput'):\n"
-            + textwrap.indent(textwrap.dedent(body), " " * 8))
-        return {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    def write(body: str) -> None:
+        pytester.makepyfile(palw_worker_only="import os\n\ndef pytest_configure(config):\n"
+                            "    if hasattr(config, 'workerinput'):\n"
+                            + textwrap.indent(textwrap.dedent(body), " " * 8))
+        _on_pythonpath(pytester, monkeypatch)
     return write
 
 
-def test_a_worker_runs_no_other_model_than_the_one_checked(tmp_path, worker_plugin):
+def test_a_worker_runs_no_other_model_than_the_one_checked(pytester, monkeypatch, tmp_path, worker_plugin):
     from pytest_palw.fixtures.models.catalog import ensure_model
 
     model = tmp_path / "model.gguf"
     shutil.copy(ensure_model("tiny"), model)
-    env = worker_plugin("""
+    worker_plugin("""
         if config.workerinput['workerid'] == 'gw0':
             with open(os.environ['PALW_TEST_MODEL'], 'ab') as handle:
                 handle.write(bytes(32))
     """)
+    monkeypatch.setenv("PALW_TEST_MODEL", str(model))
     certificate = tmp_path / "c.json"
-    result = _pytest("-n", "2", "-p", "palw_worker_only", f"--palw-model={model}", f"--palw-certificate={certificate}",
-                     CASES, cwd=tmp_path, env={**env, "PALW_TEST_MODEL": str(model)})
-    assert "changed since the controller checked it" in result.stdout + result.stderr
+    result = _pytest(pytester, "-n", "2", "-p", "palw_worker_only", f"--palw-model={model}",
+                     f"--palw-certificate={certificate}", CASES)
+    assert "changed since the controller checked it" in _output(result)
     document = json.loads(certificate.read_text()) if certificate.exists() else None
     assert document is None or not document["verdict"]["certified"]
 
 
-def test_a_worker_runs_the_build_the_controller_checked_whatever_its_options(tmp_path, worker_plugin, cpu_build):
-    env = worker_plugin("config.option.palw_lib = '/nonexistent/palw-manifest.json'\n")
+def test_a_worker_runs_the_build_the_controller_checked_whatever_its_options(pytester, tmp_path, worker_plugin,
+                                                                             cpu_build):
+    worker_plugin("config.option.palw_lib = '/nonexistent/palw-manifest.json'\n")
     certificate = tmp_path / "c.json"
-    result = _pytest("-n", "2", "-p", "palw_worker_only", "--palw-model=profile:tiny",
-                     f"--palw-certificate={certificate}", CASES, cwd=tmp_path, env=env)
+    result = _pytest(pytester, "-n", "2", "-p", "palw_worker_only", "--palw-model=profile:tiny",
+                     f"--palw-certificate={certificate}", CASES)
     document = json.loads(certificate.read_text())
     assert document["runtime"]["lib_dir"] == str(cpu_build.lib_dir)
     cases = [case for case in document["cases"] if "test_class_counts.py" in case["id"]]
-    assert cases and {case["outcome"] for case in cases} == {"passed"}, result.stdout[-2000:]
+    assert cases and {case["outcome"] for case in cases} == {"passed"}, result.stdout.str()[-2000:]
     assert not [reason for reason in document["verdict"]["reasons"] if "disagree" in reason]
 
 
-def test_a_launch_changed_on_the_way_is_dropped_and_refuses_the_verdict(tmp_path):
-    (tmp_path / "palw_move_launch.py").write_text(textwrap.dedent("""
+def test_a_launch_changed_on_the_way_is_dropped_and_refuses_the_verdict(pytester, monkeypatch, tmp_path):
+    pytester.makepyfile(palw_move_launch=textwrap.dedent("""
         import pytest
 
         @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after the plugin attached the launch
@@ -96,10 +106,10 @@ def test_a_launch_changed_on_the_way_is_dropped_and_refuses_the_verdict(tmp_path
                 report.palw_launch = {**launch, "index": 6}
             return report
     """))
+    _on_pythonpath(pytester, monkeypatch)
     certificate = tmp_path / "c.json"
-    _pytest("-n", "2", "-p", "palw_move_launch", "--palw-model=profile:tiny", f"--palw-certificate={certificate}",
-            f"{CONFORMANCE_DIR / 'test_launch_order.py'}::test_mixed_launch[5]", cwd=tmp_path,
-            env={"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])})
+    _pytest(pytester, "-n", "2", "-p", "palw_move_launch", "--palw-model=profile:tiny",
+            f"--palw-certificate={certificate}", f"{CONFORMANCE_DIR / 'test_launch_order.py'}::test_mixed_launch[5]")
     document = json.loads(certificate.read_text())
     case = next(case for case in document["cases"] if case["id"].endswith("test_mixed_launch[5]"))
     assert case["outcome"] == "passed" and case["launch"] is None

@@ -57,20 +57,19 @@ probe.child_command = lambda location, model: [
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
-def test_a_crashing_load_stops_the_session_before_any_case(tmp_path, workers, cpu_build):
+def test_a_crashing_load_stops_the_session_before_any_case(pytester, monkeypatch, workers, cpu_build,
+                                                           shared_palw_cache):
     """The probe starts beside the session (under xdist: while the workers collect); its verdict
     still comes first: one line, the probe's exit code, no case run, a certificate that says why."""
     from pytest_palw.paths import CONFORMANCE_DIR
 
-    (tmp_path / "crashing_probe.py").write_text(CRASHING_CHILD)
-    certificate = tmp_path / "certificate.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", str(CONFORMANCE_DIR), "-p", "crashing_probe", *workers,
-         "-p", "no:cacheprovider", "-q", f"--palw-certificate={certificate}"],
-        capture_output=True, text=True, timeout=900, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))})
-    output = result.stdout + result.stderr
-    assert result.returncode == RuntimeLibraryError.exit_code, output[-3000:]
+    pytester.makepyfile(crashing_probe=CRASHING_CHILD)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
+    certificate = pytester.path / "certificate.json"
+    result = pytester.runpytest_subprocess(str(CONFORMANCE_DIR), "-p", "crashing_probe", *workers, "-p",
+                                           "no:cacheprovider", "-q", f"--palw-certificate={certificate}", timeout=900)
+    output = result.stdout.str() + "\n" + result.stderr.str()
+    assert result.ret == RuntimeLibraryError.exit_code, output[-3000:]
     [line] = [line for line in output.splitlines() if "kills the process (SIGSEGV)" in line]
     assert "palw build --force" in line
     document = json.loads(certificate.read_text())
