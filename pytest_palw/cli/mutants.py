@@ -4,8 +4,10 @@ Each mutant is one small source edit of what the suite certifies with: the patch
 tree of a build, our native runtime, or our fixtures (the model generator, the launch table).
 A mutant is judged by the WHOLE tier it belongs to: the tier's cases run once unmutated (the
 baseline) and once per mutant, and any case that fails under the mutant but not in the baseline
-kills it. A run that ends by timeout is inconclusive, never killed. The tier's mutation score is
-killed / (total - inconclusive).
+kills it. A mutant's run stops at its first failure beyond the baseline's (``--maxfail``): one new
+failure is the verdict, so the rest of the tier is not run; ``--every-failure`` runs it whole and
+lists each new failure. A run that ends by timeout, or stops on the baseline's failures alone, is
+inconclusive, never killed. The tier's mutation score is killed / (total - inconclusive).
 
 Tiers (TIERS): ``cpu`` is ``pytest conformance -m palw_cpu`` on the tiny model plus the unit tests
 that hold the runtime and the fixtures against an independent reference; ``gpu`` is the whole
@@ -52,9 +54,11 @@ def register(subparsers) -> None:
                         "before it is inconclusive (default 3x the baseline, at least 180)")
     parser.add_argument("--out", default="palw-mutants", help="the log and failing cases of every run")
     parser.add_argument("--json", help="write the verdicts and the score here")
+    parser.add_argument("--every-failure", action="store_true", help="run each mutant's whole tier and list "
+                        "every new failure (default: stop at the first one, which kills the mutant)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     return engine.run(args.tier, lib=args.lib, model=args.model, only=args.only, workers=args.workers,
-                      timeout=args.timeout, out=args.out, json_path=args.json)
+                      timeout=args.timeout, out=args.out, json_path=args.json, every_failure=args.every_failure)

@@ -216,11 +216,13 @@ class TierRun:
     failed: set[str] | None  # None: no report was written
     log: Path
     last_line: str = ""
+    stopped: bool = False  # pytest stopped at --maxfail
 
 
 def run_tier(tier: Tier, label: str, options: list[str], workers: int, out: Path, env: dict,
-             timeout: float | None) -> TierRun:
-    """Every case of ``tier``, in a process group of its own (killed whole at the timeout)."""
+             timeout: float | None, maxfail: int | None = None) -> TierRun:
+    """Every case of ``tier``, in a process group of its own (killed whole at the timeout);
+    ``maxfail``: pytest stops after that many failures."""
     report, log = out / f"{tier.name}-{label}.json", out / f"{tier.name}-{label}.log"
     report.unlink(missing_ok=True)
     args = [sys.executable, "-m", "pytest", *tier.selection(), f"--palw-model={tier.model}", *options,
@@ -228,6 +230,8 @@ def run_tier(tier: Tier, label: str, options: list[str], workers: int, out: Path
             "-q", "--tb=line", "-p", "no:cacheprovider", "-p", plugin.__name__]
     if workers > 1:
         args += ["-n", str(workers)]
+    if maxfail is not None:
+        args.append(f"--maxfail={maxfail}")
     start = time.perf_counter()
     with log.open("w") as handle:
         process = subprocess.Popen(args, cwd=PROJECT_ROOT, env=dict(env, **{plugin.REPORT_ENV: str(report)}),
@@ -239,31 +243,37 @@ def run_tier(tier: Tier, label: str, options: list[str], workers: int, out: Path
             process.wait()
             returncode = None
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    reported = json.loads(report.read_text()) if report.is_file() and returncode is not None else None
     return TierRun(label, time.perf_counter() - start, returncode,
-                   set(json.loads(report.read_text())["failed"]) if report.is_file() and returncode is not None
-                   else None,
-                   log, lines[-1].strip() if lines else "")
+                   set(reported["failed"]) if reported is not None else None,
+                   log, lines[-1].strip() if lines else "", bool(reported and reported.get("stopped")))
 
 
 # -- judging ---------------------------------------------------------------------------------------
 
 NORMAL_EXITS = (0, 1)  # pytest: all passed / some failed
+MAXFAIL_EXIT = 2  # pytest's INTERRUPTED: what xdist exits with when --maxfail stops it
 
 
 def judge(mutant: Mutant, run: TierRun, baseline: TierRun, seconds: float) -> dict:
     """killed: a case fails (or the session stops) that did not in the baseline; inconclusive: the
-    run ended by timeout or left no report; else survived."""
+    run ended by timeout, left no report, or stopped at --maxfail on the baseline's failures alone
+    (the cases after them never ran); else survived."""
     new_failures: list[str] = []
     if run.returncode is None:
         verdict, note = "inconclusive", f"timed out after {run.seconds:.0f} s"
     else:
         new_failures = sorted((run.failed or set()) - (baseline.failed or set()))
-        if run.returncode not in NORMAL_EXITS and run.returncode != baseline.returncode:
+        # xdist ends a run stopped at --maxfail as interrupted (2): that is the stop, not a crash
+        normal = NORMAL_EXITS + ((MAXFAIL_EXIT,) if run.stopped else ())
+        if run.returncode not in normal and run.returncode != baseline.returncode:
             new_failures.append(f"<session stopped: exit code {run.returncode}: {run.last_line}>")
         if new_failures:
             verdict, note = "killed", ""
         elif run.failed is None:
             verdict, note = "inconclusive", f"no report (exit code {run.returncode}; see {run.log})"
+        elif run.stopped:
+            verdict, note = "inconclusive", f"stopped at --maxfail by the baseline's failures (see {run.log})"
         else:
             verdict, note = "survived", ""
     shown = ", ".join(new_failures[:3]) + (f" (+{len(new_failures) - 3} more)" if len(new_failures) > 3 else "")
@@ -277,7 +287,9 @@ def judge(mutant: Mutant, run: TierRun, baseline: TierRun, seconds: float) -> di
 
 @dataclass
 class Judge:
-    """Runs the baseline once, then judges each mutant against it."""
+    """Runs the baseline once, then judges each mutant against it. A mutant's run stops at its first
+    failure beyond the baseline's count (``--maxfail``: one new failure kills it, so the cases after
+    it cannot change the verdict); ``every_failure`` runs the whole tier and lists each new failure."""
 
     tier: Tier
     options: list[str]
@@ -285,6 +297,7 @@ class Judge:
     out: Path
     env: dict
     timeout: float | None
+    every_failure: bool = False
     baseline: TierRun | None = None
     results: list[dict] = field(default_factory=list)
 
@@ -307,8 +320,9 @@ class Judge:
     def judge(self, mutant: Mutant, env: dict | None = None, options: list[str] | None = None,
               started: float | None = None) -> None:
         start = started if started is not None else time.perf_counter()
+        maxfail = None if self.every_failure else len(self.baseline.failed) + 1
         run = run_tier(self.tier, f"mutant-{mutant.name}", options if options is not None else self.options,
-                       self.workers, self.out, env if env is not None else self.env, self.timeout)
+                       self.workers, self.out, env if env is not None else self.env, self.timeout, maxfail)
         self.results.append(judge(mutant, run, self.baseline, time.perf_counter() - start))
 
 
@@ -358,7 +372,7 @@ def print_table(results: list[dict], summary: dict) -> None:
 
 def run(tier_name: str, *, lib: str | None = None, model: str | None = None, only: list[str] | None = None,
         workers: int | None = None, timeout: float | None = None, out: str = "palw-mutants",
-        json_path: str | None = None) -> int:
+        json_path: str | None = None, every_failure: bool = False) -> int:
     """Judge the tier's mutants (``only``: those named); exit status 0 every mutant killed, 1 one
     survived, 2 none survived but some were inconclusive."""
     from pytest_palw.runtime.library import RuntimeBuild
@@ -389,7 +403,7 @@ def run(tier_name: str, *, lib: str | None = None, model: str | None = None, onl
 
         library = sorted(build.lib_dir.glob("libggml-cuda.so*"))[0]
         options.append(f"--palw-kernel-digest={sha256_file(library)}")
-    judge_ = Judge(tier, options, workers, out, env, timeout)
+    judge_ = Judge(tier, options, workers, out, env, timeout, every_failure)
     judge_.run_baseline()
     if tier_name == "cpu":
         for mutant in (m for m in chosen if m.root in ("native", "fixtures")):

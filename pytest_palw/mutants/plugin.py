@@ -80,4 +80,5 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     if path and not hasattr(session.config, "workerinput"):  # the controller sees every report
         from pytest_palw.files import write_whole
 
-        write_whole(Path(path), json.dumps({"failed": sorted(_failed_here), "exitstatus": int(exitstatus)}))
+        write_whole(Path(path), json.dumps({"failed": sorted(_failed_here), "exitstatus": int(exitstatus),
+                                            "stopped": bool(session.shouldfail)}))

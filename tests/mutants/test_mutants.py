@@ -9,10 +9,12 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from pytest_palw.fixtures.models.profiles import PROFILES
 from pytest_palw.mutants.catalog import MUTANTS, Mutant
 from pytest_palw.mutants.engine import TierRun, cpu_copy, judge, score
 from pytest_palw.paths import FIXTURES_DIR, NATIVE_RUNTIME_DIR, SEED_PATCH
@@ -72,6 +74,41 @@ def test_a_session_that_stops_kills():
     assert result["verdict"] == "killed" and "exit code 4" in result["new_failures"][0]
 
 
+def test_a_run_stopped_by_the_baselines_failures_alone_is_inconclusive():
+    """--maxfail counts reports, not cases: a case failing in setup and teardown counts twice, so a
+    stopped run may hold the baseline's failures only; the cases after the stop never ran."""
+    baseline = _run(1, {"conformance/test_a.py::test_flaky"})
+    stopped = replace(_run(2, {"conformance/test_a.py::test_flaky"}), stopped=True)  # xdist: interrupted
+    result = judge(_mutant(), stopped, baseline, 1)
+    assert result["verdict"] == "inconclusive" and "--maxfail" in result["note"]
+    killed = judge(_mutant(), replace(stopped, failed={"tests/x.py::test_b"}), baseline, 1)
+    assert (killed["verdict"], killed["new_failures"]) == ("killed", ["tests/x.py::test_b"])
+    crashed = judge(_mutant(), _run(2, {"conformance/test_a.py::test_flaky"}), baseline, 1)  # not stopped
+    assert crashed["verdict"] == "killed" and "exit code 2" in crashed["new_failures"][0]
+
+
+FAILING_SUITE = "import pytest\n\n\n@pytest.mark.parametrize('i', range(40))\ndef test_fails(i):\n    assert i < 0\n"
+
+
+def test_a_tier_run_stops_at_maxfail_under_xdist_and_says_so(pytester, tmp_path, monkeypatch):
+    """What a mutant's run relies on: with -n 2 and --maxfail=1, xdist stops the session early, the
+    controller's report lists the failures seen (at least one) and says it stopped."""
+    from pytest_palw.mutants import plugin
+
+    pytester.makepyfile(test_failing=FAILING_SUITE)
+    report = tmp_path / "report.json"
+    for key in [key for key in os.environ if key.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv(plugin.REPORT_ENV, str(report))
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-p", plugin.__name__, "-n", "2",
+                                           "--maxfail=1", timeout=300)
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:]  # xdist's stop
+    assert "stopping after 1 failures" in result.stdout.str()
+    written = json.loads(report.read_text())
+    assert written["stopped"] is True and 1 <= len(written["failed"]) < 40, written
+    assert all(case.startswith("test_failing.py::test_fails[") for case in written["failed"])
+
+
 def test_score_leaves_inconclusive_out():
     results = [{"verdict": v} for v in ("killed", "killed", "survived", "inconclusive")]
     assert score(results, "cpu") == {"tier": "cpu", "total": 4, "killed": 2, "survived": 1, "inconclusive": 1,
@@ -126,10 +163,6 @@ def test_cpu_mutants_are_killed(tmp_path, run_palw):
     assert sorted(by_name) == sorted(cpu)
     assert {name: r["verdict"] for name, r in by_name.items()} == dict.fromkeys(cpu, "killed"), result.stdout[-4000:]
     assert result.returncode == 0 and "cpu mutation score" in result.stdout
-    # The generator's rule is caught by the independent oracle, not only by cases sharing the rule.
-    rule = next(m.name for m in MUTANTS if m.root == "fixtures" and m.path == "models/profiles.py")
-    oracle = "tests/fixtures/oracles/test_q4_k_m_oracle.py::"
-    assert any(case.startswith(oracle) for case in by_name[rule]["new_failures"])
     # Afterwards the private build is the unmutated runtime again: the loader cases pass.
     from pytest_palw.builder import api
     from pytest_palw.paths import CONFORMANCE_DIR, cache_dir
@@ -139,6 +172,27 @@ def test_cpu_mutants_are_killed(tmp_path, run_palw):
                              "-p", "no:cacheprovider", f"--palw-lib={manifest.path}"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "6 passed" in result.stdout, result.stdout[-3000:]
+
+
+def test_the_generators_rule_is_caught_by_the_independent_oracle(pytester, monkeypatch, shared_palw_cache):
+    """Not only by the cases that share the rule: llama.cpp's own quantizer (the unmutated CPU build)
+    disagrees with the mutated generator, for every profile. (A mutant's tier run stops at its first
+    new failure, so which case kills it there is not this claim.)"""
+    from pytest_palw.mutants import plugin
+
+    rule = next(m for m in MUTANTS if m.root == "fixtures" and m.path == "models/profiles.py")
+    oracle = Path(__file__).parents[1] / "fixtures" / "oracles" / "test_q4_k_m_oracle.py"
+    outer = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT"))}
+    with cpu_copy(rule, outer, []) as (env, _):
+        for key in (plugin.FIXTURES_ENV, plugin.MODELS_ENV):
+            monkeypatch.setenv(key, env[key])
+        result = pytester.runpytest_subprocess(str(oracle), "-q", "-p", "no:cacheprovider", "-p", plugin.__name__,
+                                               timeout=900)
+    failed = sorted(line.split()[1] for line in result.outlines if line.startswith("FAILED "))
+    generator = [case for case in failed if "::test_the_generator_writes_the_types_llama_cpp_chooses[" in case]
+    assert len(generator) == len(PROFILES), result.stdout.str()[-3000:]  # every profile's file
+    assert all("tests/fixtures/oracles/test_q4_k_m_oracle.py::" in case for case in failed), failed
+    assert "disagree with llama.cpp's Q4_K_M" in result.stdout.str()
 
 
 def test_a_leftover_mutation_is_noticed(tmp_path):
