@@ -31,11 +31,12 @@ class Toolchain:
     cxx: Path
     nvcc: Path | None = None
     cuda_host_cxx: Path | None = None  # $CUDAHOSTCXX: nvcc's host compiler, when set
+    ccache: Path | None = None  # the C/C++ compile launcher, when found (ccache_launcher)
 
     def versions(self) -> dict[str, str | None]:
         """First line of each tool's ``--version`` (the manifest's ``tools``)."""
         names = {"cmake": self.cmake, "ninja": self.ninja, "cc": self.cc, "cxx": self.cxx,
-                 "nvcc": self.nvcc, "cuda_host_cxx": self.cuda_host_cxx}
+                 "nvcc": self.nvcc, "cuda_host_cxx": self.cuda_host_cxx, "ccache": self.ccache}
         return {name: tool_version(path) if path else None for name, path in names.items()}
 
     def compiler_identity(self) -> dict[str, str | None]:
@@ -58,7 +59,25 @@ class Toolchain:
             arguments.append(f"-DCMAKE_CUDA_COMPILER={self.nvcc}")
             if self.cuda_host_cxx:
                 arguments.append(f"-DCMAKE_CUDA_HOST_COMPILER={self.cuda_host_cxx}")
+        if self.ccache:
+            launcher = ";".join(ccache_launcher(self.ccache))
+            arguments += [f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}"]
         return arguments
+
+
+CCACHE_SWITCH = "PALW_CCACHE"  # 0: never compile through ccache
+
+
+def ccache_launcher(ccache: Path) -> list[str]:
+    """ccache in front of each C/C++ compile, its objects in the pytest-palw cache, keyed by the
+    compiler file's content (not its mtime) and by paths relative to the build: the private and
+    the reference builds of one source (mutants, --unpatched) share what they compile alike, and a
+    rebuild outside `palw build` (an incremental `ninja -C`) uses the same cache. Not nvcc's."""
+    from pytest_palw.paths import cache_dir, cache_root
+
+    return [shutil.which("env") or "/usr/bin/env", f"CCACHE_DIR={cache_dir('ccache')}",
+            f"CCACHE_BASEDIR={cache_root()}", "CCACHE_COMPILERCHECK=content", "CCACHE_NOHASHDIR=1",
+            str(ccache)]
 
 
 # Read by the compilers or by CMake's first configure; each one can change the generated code.
@@ -152,4 +171,5 @@ def detect(variant: str) -> Toolchain:
             raise ToolMissingError(f"CUDAHOSTCXX={os.environ['CUDAHOSTCXX']} is not an executable: "
                                    "point it at nvcc's host C++ compiler, or unset it")
         host = Path(found)
-    return Toolchain(cmake, ninja, cc, cxx, nvcc, host)
+    ccache = find_tool("ccache") if os.environ.get(CCACHE_SWITCH) != "0" else None
+    return Toolchain(cmake, ninja, cc, cxx, nvcc, host, ccache)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from pytest_palw.builder import toolchain
@@ -39,3 +42,26 @@ def test_cpu_toolchain_here_is_complete():
     assert set(identity) == {"cc", "cxx", "environment"}
     assert all(value.count(" | ") == 2 for name, value in identity.items() if name != "environment")
     assert f"-DCMAKE_MAKE_PROGRAM={tools.ninja}" in tools.cmake_arguments()
+
+
+def test_ccache_found_compiles_through_it_into_the_palw_cache(monkeypatch, private_cache):
+    real = toolchain.find_tool
+    monkeypatch.setattr(toolchain, "find_tool",
+                        lambda name, **kwargs: Path("/opt/bin/ccache") if name == "ccache" else real(name, **kwargs))
+    monkeypatch.delenv(toolchain.CCACHE_SWITCH, raising=False)
+    tools = toolchain.detect("cpu")
+    launcher = (f"{shutil.which('env')};CCACHE_DIR={private_cache / 'ccache'};CCACHE_BASEDIR={private_cache};"
+                "CCACHE_COMPILERCHECK=content;CCACHE_NOHASHDIR=1;/opt/bin/ccache")
+    arguments = tools.cmake_arguments()
+    assert f"-DCMAKE_C_COMPILER_LAUNCHER={launcher}" in arguments
+    assert f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}" in arguments
+    assert not any("CUDA_COMPILER_LAUNCHER" in argument for argument in arguments)
+    monkeypatch.setenv(toolchain.CCACHE_SWITCH, "0")
+    assert not any("LAUNCHER" in argument for argument in toolchain.detect("cpu").cmake_arguments())
+
+
+def test_no_ccache_no_launcher(monkeypatch):
+    monkeypatch.setattr(toolchain, "find_tool", _without("ccache"))
+    tools = toolchain.detect("cpu")
+    assert tools.ccache is None and tools.versions()["ccache"] is None
+    assert not any("LAUNCHER" in argument for argument in tools.cmake_arguments())

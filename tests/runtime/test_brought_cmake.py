@@ -1,7 +1,12 @@
 """The vendor's route end to end: a runtime built with plain `cmake` (not `palw build`), its
 libraries and observer copied into a fresh directory with no manifest, certified by `palw certify
---lib DIR`. The patched tree is the cached CPU build's (already patched: no second patching); only
-the targets the CPU tier needs are compiled (libllama, libggml*, llama-palw-observer)."""
+--lib DIR`. The patched tree is a copy of the cached CPU build's (already patched: no second
+patching); only the targets the CPU tier needs are compiled (libllama, libggml*, llama-palw-observer).
+
+With ccache on PATH the build compiles through it, as a vendor's CI may, with `palw build`'s
+settings (builder/toolchain.py) and laid out as a `palw build` is (source/ and build/ side by side in
+the pytest-palw cache): an object compiled alike from the same file is not compiled twice. What is
+linked, and how, is this plain cmake build's."""
 
 from __future__ import annotations
 
@@ -9,11 +14,12 @@ import hashlib
 import json
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
-from pytest_palw.builder.toolchain import require
-from pytest_palw.paths import NATIVE_RUNTIME_DIR
+from pytest_palw.builder.toolchain import ccache_launcher, detect, require
+from pytest_palw.paths import NATIVE_RUNTIME_DIR, cache_dir
 
 TARGETS = ("llama", "ggml", "llama-palw-observer")
 FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", "-DGGML_NATIVE=OFF", "-DLLAMA_OPENSSL=OFF",
@@ -26,9 +32,12 @@ FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", "-DGGML_NATIVE=
 def plain_cmake_build(source: Path, build: Path) -> float:
     """Configure and build ``source`` with cmake alone; returns the seconds it took."""
     started = time.monotonic()
+    ccache = detect("cpu").ccache
+    launcher = ";".join(ccache_launcher(ccache)) if ccache else None
+    launchers = [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={launcher}" for lang in ("C", "CXX")] if launcher else []
     for command in ([str(require("cmake")), "-S", str(source), "-B", str(build), "-G", "Ninja",
                      f"-DCMAKE_MAKE_PROGRAM={require('ninja')}", f"-DPALW_CUDA_RUNTIME_DIR={NATIVE_RUNTIME_DIR}",
-                     *FLAGS],
+                     *FLAGS, *launchers],
                     [str(require("cmake")), "--build", str(build), "--target", *TARGETS]):
         result = subprocess.run(command, capture_output=True, text=True)
         assert result.returncode == 0, f"{command[:3]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -50,14 +59,18 @@ def passed_by_tier(document: dict) -> dict[str, int]:
 
 
 def test_a_plain_cmake_build_certifies_as_the_palw_build(cpu_build, tmp_path, run_palw):
-    seconds = plain_cmake_build(Path(cpu_build.source_dir), tmp_path / "build")
-    print(f"plain cmake build of {', '.join(TARGETS)}: {seconds:.0f} s")
-    vendor = tmp_path / "vendor" / "lib"  # what a vendor ships: no palw-manifest.json anywhere above
-    vendor.mkdir(parents=True)
-    for path in sorted((tmp_path / "build" / "bin").iterdir()):
-        if path.name.startswith(("libllama.so", "libggml")) or path.name == "llama-palw-observer":
-            shutil.copy2(path, vendor / path.name, follow_symlinks=False)
-    shutil.rmtree(tmp_path / "build")  # nothing can be loaded from the build tree any more
+    work = Path(tempfile.mkdtemp(prefix="plain-cmake-", dir=cache_dir("test-builds")))  # beside builds/
+    try:
+        shutil.copytree(cpu_build.source_dir, work / "source", symlinks=True)
+        seconds = plain_cmake_build(work / "source", work / "build")
+        print(f"plain cmake build of {', '.join(TARGETS)}: {seconds:.0f} s")
+        vendor = tmp_path / "vendor" / "lib"  # what a vendor ships: no palw-manifest.json anywhere above
+        vendor.mkdir(parents=True)
+        for path in sorted((work / "build" / "bin").iterdir()):
+            if path.name.startswith(("libllama.so", "libggml")) or path.name == "llama-palw-observer":
+                shutil.copy2(path, vendor / path.name, follow_symlinks=False)
+    finally:
+        shutil.rmtree(work)  # nothing can be loaded from the build tree any more
 
     brought = certify(run_palw, vendor, tmp_path / "brought.json")
     baseline = certify(run_palw, cpu_build.path, tmp_path / "palw-build.json")
