@@ -20,7 +20,7 @@ import inspect
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import pytest
@@ -276,15 +276,15 @@ def witness_id(name: str, function, module, kwargs: dict) -> str | None:
     code = getattr(function, "__code__", None)
     if code is None or vars(module).get(name) is not function:
         return None
-    source = Path(code.co_filename).resolve()
-    if source != Path(getattr(module, "__file__", "") or "").resolve():
+    source = _resolved(code.co_filename)
+    if source != _resolved(getattr(module, "__file__", "") or ""):
         return None
     where = f"{source.name}::{name}"
     parts = []
     for mark in _marks(function) + _marks(module):
         if mark.name != "parametrize":
             continue
-        names, sets = _parameter_sets(mark, where)
+        names, sets = _mark_sets(mark, where)
         received = tuple(kwargs.get(argument, _MISSING) for argument in names)
         # pytest hands the body the mark's own objects: matched by identity (values that compare
         # equal, 0 and False, stay apart), by equality only when a plugin copied them
@@ -298,6 +298,22 @@ def witness_id(name: str, function, module, kwargs: dict) -> str | None:
 
 
 _MISSING = object()
+# Per mark object, computed once: a body's id is looked up for each of its cases, and an each_launch
+# mark has 361 sets (O(cases x sets) otherwise). The mark is kept with its sets so that its id is
+# never another mark's.
+_SETS: dict[int, tuple[object, tuple[list[str], list[tuple[str, tuple]]]]] = {}
+
+
+def _mark_sets(mark, where: str) -> tuple[list[str], list[tuple[str, tuple]]]:
+    held = _SETS.get(id(mark))
+    if held is None or held[0] is not mark:
+        held = _SETS[id(mark)] = (mark, _parameter_sets(mark, where))
+    return held[1]
+
+
+@cache
+def _resolved(filename: str) -> Path:
+    return Path(filename).resolve()
 
 
 def _equal(values: tuple, received: tuple) -> bool:
