@@ -7,8 +7,6 @@ check that each still applies to the sources it mutates, so a drifting runtime i
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -130,21 +128,23 @@ def pytest_configure(config):
 """
 
 
-def test_a_fixtures_mutant_is_what_the_run_imports(tmp_path):
+def test_a_fixtures_mutant_is_what_the_run_imports(pytester, tmp_path, monkeypatch):
     """The tier's processes (the controller, each xdist worker) import the mutated copy of fixtures/,
     its subpackages included, find the goldens in it and cache models privately."""
     mutant = next(m for m in MUTANTS if m.root == "fixtures")
-    (tmp_path / "conftest.py").write_text(_SEEN_CONFTEST)
-    (tmp_path / "test_probe.py").write_text("def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    pytester.makeconftest(_SEEN_CONFTEST)
+    pytester.makepyfile(test_probe="def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
     seen = tmp_path / "seen"
     seen.mkdir()
-    outer = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT"))}
-    with cpu_copy(mutant, dict(outer, PROBE_OUT=str(seen), PROBE_NEW=mutant.new), []) as (env, options):
+    for key in [key for key in os.environ if key.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT"))]:
+        monkeypatch.delenv(key)
+    with cpu_copy(mutant, {"PROBE_OUT": str(seen), "PROBE_NEW": mutant.new}, []) as (env, options):
         assert options == []  # the plugin of every tier run does it (engine.run_tier's -p)
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                 "-p", "pytest_palw.mutants.plugin", "-n", "2", "test_probe.py"],
-                                cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-p", "pytest_palw.mutants.plugin",
+                                               "-n", "2", "test_probe.py", timeout=300)
+        result.assert_outcomes(passed=2)
         copy = env["PALW_MUTANT_FIXTURES"]
         expected = {"profiles": str(Path(copy, mutant.path)), "mutated": True, "fixtures_dir": copy,
                     "models_dir": env["PALW_MUTANT_MODELS"]}
@@ -153,7 +153,7 @@ def test_a_fixtures_mutant_is_what_the_run_imports(tmp_path):
     assert mutant.old in (FIXTURES_DIR / mutant.path).read_text()  # ours untouched
 
 
-def test_cpu_mutants_are_killed(tmp_path, run_palw):
+def test_cpu_mutants_are_killed(tmp_path, run_palw, pytester, shared_palw_cache):
     verdicts = tmp_path / "verdicts.json"
     result = run_palw("mutants", "--tier", "cpu", "--out", tmp_path, "--json", verdicts, timeout=2400)
     assert verdicts.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
@@ -168,10 +168,9 @@ def test_cpu_mutants_are_killed(tmp_path, run_palw):
     from pytest_palw.paths import CONFORMANCE_DIR, cache_dir
 
     manifest = api.find_manifest("cpu", build_root=cache_dir("mutant-builds"))
-    result = subprocess.run([sys.executable, "-m", "pytest", str(CONFORMANCE_DIR / "test_qwen35moe.py"), "-q",
-                             "-p", "no:cacheprovider", f"--palw-lib={manifest.path}"],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0 and "6 passed" in result.stdout, result.stdout[-3000:]
+    loaders = pytester.runpytest_subprocess(str(CONFORMANCE_DIR / "test_qwen35moe.py"), "-q", "-p", "no:cacheprovider",
+                                            f"--palw-lib={manifest.path}", timeout=600)
+    loaders.assert_outcomes(passed=6)
 
 
 def test_the_generators_rule_is_caught_by_the_independent_oracle(pytester, monkeypatch, shared_palw_cache):
