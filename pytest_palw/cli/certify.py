@@ -210,11 +210,36 @@ def foreign_plugins(pluginmanager) -> list[str]:
         module = plugin if isinstance(plugin, types.ModuleType) else sys.modules.get(defined_in)
         name = getattr(module, "__name__", None) or defined_in
         source = getattr(module, "__file__", None)
-        if source is not None and any(root in Path(source).resolve().parents for root in roots):
+        # A class's __module__ is a name anyone can set: its hooks' code says where it was compiled.
+        outside = [path for path in _code_files(plugin) if not _trusted(path, roots)]
+        if outside:
+            source = outside[0]
+        elif source is not None and _trusted(source, roots):
             continue
         digest = sha256_file(Path(source)) if source and Path(source).is_file() else "unknown"
         found[name] = f"{name} ({source}, sha256 {digest})"
     return [found[name] for name in sorted(found)]
+
+
+def _trusted(path: str, roots) -> bool:
+    return any(root in Path(path).resolve().parents for root in roots)
+
+
+def _code_files(plugin) -> list[str]:
+    """The files the hook functions (pytest_*) of a class plugin, or of an object plugin's class, were
+    compiled from: the code pytest calls."""
+    if isinstance(plugin, types.ModuleType):
+        return []
+    cls = plugin if isinstance(plugin, type) else type(plugin)
+    files = []
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            if not name.startswith("pytest_"):
+                continue
+            code = getattr(getattr(value, "__func__", value), "__code__", None)
+            if code is not None and code.co_filename not in files:
+                files.append(code.co_filename)
+    return files
 
 
 def run_without_autoload(argv: list[str], plugins=()) -> int:

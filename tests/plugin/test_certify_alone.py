@@ -110,7 +110,14 @@ def test_a_certificate_rewritten_after_the_run_is_removed(toy, pytester):
     assert not certificate.exists() and not certificate.with_suffix(".html").exists()
 
 
-FOREIGN_CLASS_PLUGIN = "class VendorPlugin:\n    pass\n"
+FOREIGN_CLASS_PLUGIN = """class VendorPlugin:
+    def pytest_runtest_call(self, item):
+        pass
+
+
+class Disguised(VendorPlugin):
+    __module__ = "_pytest.legacypath"
+"""
 
 
 def test_a_plugin_registered_as_a_class_is_judged_by_its_own_module(tmp_path, monkeypatch):
@@ -131,3 +138,7 @@ def test_a_plugin_registered_as_a_class_is_judged_by_its_own_module(tmp_path, mo
     source = tmp_path / "vendor_class_plugin.py"
     sha256 = hashlib.sha256(source.read_bytes()).hexdigest()
     assert foreign_plugins(manager) == [f"vendor_class_plugin ({source}, sha256 {sha256})"]
+    # Named as pytest's module, its hook's code still in the vendor's file: still foreign, with that file.
+    manager.unregister(name="vendor")
+    manager.register(vendor_class_plugin.Disguised, "disguised")
+    assert foreign_plugins(manager) == [f"_pytest.legacypath ({source}, sha256 {sha256})"]
