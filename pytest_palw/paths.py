@@ -20,6 +20,7 @@ in some editable modes), the checkout's top-level directory is the answer.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from pathlib import Path
@@ -78,3 +79,9 @@ def _directory(path: Path) -> Path:
 
         raise CacheError(f"cannot use {path} as a cache directory ({error.strerror or error})") from None
     return path
+
+
+@functools.cache
+def resolved(filename: str) -> Path:
+    """``filename`` resolved, once per process (code objects' files, asked for per case)."""
+    return Path(filename).resolve()

@@ -20,7 +20,7 @@ import inspect
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 from pathlib import Path
 
 import pytest
@@ -276,8 +276,8 @@ def witness_id(name: str, function, module, kwargs: dict) -> str | None:
     code = getattr(function, "__code__", None)
     if code is None or vars(module).get(name) is not function:
         return None
-    source = _resolved(code.co_filename)
-    if source != _resolved(getattr(module, "__file__", "") or ""):
+    source = paths.resolved(code.co_filename)
+    if source != paths.resolved(getattr(module, "__file__", "") or ""):
         return None
     where = f"{source.name}::{name}"
     parts = []
@@ -309,11 +309,6 @@ def _mark_sets(mark, where: str) -> tuple[list[str], list[tuple[str, tuple]]]:
     if held is None or held[0] is not mark:
         held = _SETS[id(mark)] = (mark, _parameter_sets(mark, where))
     return held[1]
-
-
-@cache
-def _resolved(filename: str) -> Path:
-    return Path(filename).resolve()
 
 
 def _equal(values: tuple, received: tuple) -> bool:

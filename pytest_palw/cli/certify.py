@@ -198,7 +198,8 @@ def foreign_plugins(pluginmanager) -> list[str]:
     """Each registered plugin whose code (a module's file; a class's, or an object's class's, module's
     file) lies outside pytest, xdist, syrupy, the plugin and the suite: "module (file, sha256 ...)"."""
     from pytest_palw.cache import sha256_file
-    from pytest_palw.session import trusted_roots
+    from pytest_palw.paths import resolved
+    from pytest_palw.session import trusted_roots, within
 
     roots = trusted_roots()
     found = {}
@@ -211,18 +212,14 @@ def foreign_plugins(pluginmanager) -> list[str]:
         name = getattr(module, "__name__", None) or defined_in
         source = getattr(module, "__file__", None)
         # A class's __module__ is a name anyone can set: its hooks' code says where it was compiled.
-        outside = [path for path in _code_files(plugin) if not _trusted(path, roots)]
+        outside = [path for path in _code_files(plugin) if not within(resolved(path), roots)]
         if outside:
             source = outside[0]
-        elif source is not None and _trusted(source, roots):
+        elif source is not None and within(resolved(source), roots):
             continue
         digest = sha256_file(Path(source)) if source and Path(source).is_file() else "unknown"
         found[name] = f"{name} ({source}, sha256 {digest})"
     return [found[name] for name in sorted(found)]
-
-
-def _trusted(path: str, roots) -> bool:
-    return any(root in Path(path).resolve().parents for root in roots)
 
 
 def _code_files(plugin) -> list[str]:
