@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pytest_palw.cache import sha256_file
 from pytest_palw.errors import BuildError, PalwError
 from pytest_palw.mutants import plugin
 from pytest_palw.mutants.catalog import Mutant, select
@@ -169,6 +170,20 @@ def rebuild(build_dir: Path, targets: list[str]) -> float:
     if result.returncode != 0:
         raise BuildError(f"incremental rebuild failed in {build_dir}:\n{result.stdout[-3000:]}")
     return time.perf_counter() - start
+
+
+def record_outputs(manifest_path: Path) -> None:
+    """After an in-place rebuild: the manifest states the libraries' sha256 as they are now (a
+    mutant's, then the restored ones), so the tier run judges the mutated runtime instead of
+    stopping at the plugin's damage check (the digest of the file it maps, read in that run)."""
+    from pytest_palw.builder.manifest import Manifest
+
+    manifest = Manifest.load(manifest_path)
+    manifest.outputs["libllama_sha256"] = sha256_file(manifest.libllama)
+    for entry in manifest.outputs["ggml_libs"]:
+        if entry.get("sha256"):
+            entry["sha256"] = sha256_file(Path(entry["path"]))
+    manifest.write(Path(manifest_path))
 
 
 def private_cpu_build() -> Path:
@@ -339,11 +354,13 @@ def run_in_place(judge_: Judge, mutants: list[Mutant], build, runtime_dir: Path 
             start = time.perf_counter()
             try:
                 rebuild(build_dir, targets)
+                record_outputs(build.manifest_path)
                 judge_.judge(mutant, started=start)
             finally:
                 path.write_text(original)
     finally:
         rebuild(build_dir, targets)  # the unmutated runtime again
+        record_outputs(build.manifest_path)
 
 
 # -- the report --------------------------------------------------------------------------------------
@@ -399,8 +416,6 @@ def run(tier_name: str, *, lib: str | None = None, model: str | None = None, onl
         if build.binding_python_path:
             env["PALW_TEST_BINDING_PATH"] = str(build.binding_python_path)
     else:  # the digest of the unmutated library (the file the plugin maps), so only the mutation differs
-        from pytest_palw.cache import sha256_file
-
         library = sorted(build.lib_dir.glob("libggml-cuda.so*"))[0]
         options.append(f"--palw-kernel-digest={sha256_file(library)}")
     judge_ = Judge(tier, options, workers, out, env, timeout, every_failure)

@@ -162,6 +162,11 @@ def test_cpu_mutants_are_killed(tmp_path, run_palw, pytester, shared_palw_cache)
     by_name = {r["mutant"]: r for r in report["mutants"]}
     assert sorted(by_name) == sorted(cpu)
     assert {name: r["verdict"] for name, r in by_name.items()} == dict.fromkeys(cpu, "killed"), result.stdout[-4000:]
+    # Killed by a case that ran on the mutated runtime, never by a session that refused to start
+    # (the damage check of a rebuilt library the manifest did not record: a kill for no claim).
+    by_case = {name: [failure for failure in r["new_failures"] if not failure.startswith("<session stopped")]
+               for name, r in by_name.items()}
+    assert all(by_case.values()), {name: r["new_failures"] for name, r in by_name.items() if not by_case[name]}
     assert result.returncode == 0 and "cpu mutation score" in result.stdout
     # Afterwards the private build is the unmutated runtime again: the loader cases pass.
     from pytest_palw.builder import api
