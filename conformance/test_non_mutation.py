@@ -28,6 +28,7 @@ from pytest_palw.marks import each_launch
 from pytest_palw.paths import FIXTURES_DIR
 from pytest_palw.runtime.reference import reference_run
 from pytest_palw.runtime.run import run_trace
+from pytest_palw.schemas import DRAFT7_KEYWORDS, compile_draft7, schema_keywords
 
 
 @pytest.fixture(scope="module")
@@ -154,34 +155,10 @@ def observer_runs(palw_session, palw_model):
         return dict(zip(modes, runs))
 
 
-# The schema keywords draft 7 defines that fixtures/observer.schema.json may use ($defs is only a place
-# that $ref points into).
-DRAFT7_KEYWORDS = {"$schema", "$ref", "$defs", "title", "description", "type", "const", "enum", "required",
-                   "properties", "additionalProperties", "items", "minItems", "maxItems", "minimum", "maximum",
-                   "pattern", "minLength", "maxLength", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"}
-
-
-def _schema_keywords(node) -> set[str]:
-    """The keywords a schema uses, in itself and every subschema (not the names under properties/$defs)."""
-    if not isinstance(node, dict):
-        return set()
-    found = set(node)
-    for key, value in node.items():
-        if key in ("properties", "$defs"):
-            for subschema in value.values():
-                found |= _schema_keywords(subschema)
-        elif key in ("allOf", "anyOf", "oneOf") or (key == "items" and isinstance(value, list)):
-            for subschema in value:
-                found |= _schema_keywords(subschema)
-        elif key in ("items", "not", "if", "then", "else", "additionalProperties"):
-            found |= _schema_keywords(value)
-    return found
-
 
 @pytest.mark.palw_cpu
 @pytest.mark.parametrize("mode", ["off", "graph", "sketch"])
 def test_observer_lines_match_schema(mode, observer_runs):
-    import fastjsonschema
     import jsonschema
 
     schema = json.loads((FIXTURES_DIR / "observer.schema.json").read_text())
@@ -189,9 +166,9 @@ def test_observer_lines_match_schema(mode, observer_runs):
     # Every line against the schema, compiled once: jsonschema takes 0.24 ms a line, 2.7 s for the
     # 11 570 lines of a graph or sketch run; fastjsonschema's compiled check 0.02 ms. It implements
     # draft 7: each keyword the schema uses must be one it has (a newer one would be ignored).
-    used = _schema_keywords(schema)
+    used = schema_keywords(schema)
     assert used <= DRAFT7_KEYWORDS, f"observer.schema.json uses {sorted(used - DRAFT7_KEYWORDS)}: not draft 7"
-    validate = fastjsonschema.compile(schema)
+    validate = compile_draft7(schema)
     result, lines = observer_runs[mode]
     assert result.returncode == 0, result.stderr[-1500:]
     assert [line["record"] for line in (lines[0], lines[-1])] == ["header", "result"]
