@@ -57,6 +57,7 @@ class Discovery(CallbackOwner):
         CallbackOwner.__init__(self)
         lib, ffi = self.runtime.lib, self.runtime.ffi
         self._lib, self._ffi = lib, ffi
+        self._mmvq: tuple[int, tuple[Candidate, ...]] | None = None  # (candidates seen, the V1 stream)
 
     # -- callback ----------------------------------------------------------------
     def on_eval(self, tensor, ask: bool) -> bool:
@@ -139,10 +140,15 @@ class Discovery(CallbackOwner):
 
     # -- views ---------------------------------------------------------------------
     @property
-    def mmvq(self) -> list[Candidate]:
-        """The V1 (MMVQ-only) stream: discover_callback's candidates, re-indexed."""
-        from dataclasses import replace
-        return [replace(c, index=i) for i, c in enumerate(c for c in self.candidates if c.is_mmvq)]
+    def mmvq(self) -> tuple[Candidate, ...]:
+        """The V1 (MMVQ-only) stream: discover_callback's candidates, re-indexed; made once for the
+        candidates found so far (each V1 case reads it: 253 copies a read)."""
+        made = self._mmvq
+        if made is None or made[0] != len(self.candidates):
+            from dataclasses import replace
+            stream = tuple(replace(c, index=i) for i, c in enumerate(c for c in self.candidates if c.is_mmvq))
+            made = self._mmvq = (len(self.candidates), stream)
+        return made[1]
 
     @property
     def loaded_weights(self) -> dict[str, int]:
