@@ -17,7 +17,10 @@ import importlib.util
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 import pytest_palw
 
@@ -63,6 +66,26 @@ def pytest_configure(config) -> None:
         settings.register_profile("palw-mutants", database=None,
                                   phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target])
         settings.load_profile("palw-mutants")
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k deselected: the cases that run are counted
+def pytest_collection_modifyitems(items) -> None:
+    """In a tier run only: the modules of few cases first, and in a module the functions of few
+    cases first; a module's cases stay together (its fixtures are made once) and each function's
+    cases keep their order. A mutant's run stops at its first new failure, and the modules and
+    functions of one case or a few (the refusals, the loader, the codec, the seed tools) kill most
+    mutants; the hundreds of one-case-per-launch cases come last. The verdict does not depend on
+    the order, only its time."""
+    if not os.environ.get(REPORT_ENV):
+        return
+    in_module = Counter(item.path for item in items)
+    in_function = Counter(_function(item) for item in items)
+    # stable: modules of one size keep their order, and so do the functions of one size in a module
+    items.sort(key=lambda item: (in_module[item.path], str(item.path), in_function[_function(item)]))
+
+
+def _function(item) -> tuple:
+    return item.path, getattr(item.cls, "__qualname__", None), getattr(item, "originalname", item.name)
 
 
 def pytest_collectreport(report) -> None:

@@ -107,6 +107,60 @@ def test_a_tier_run_stops_at_maxfail_under_xdist_and_says_so(pytester, tmp_path,
     assert all(case.startswith("test_failing.py::test_fails[") for case in written["failed"])
 
 
+BIG_MODULE = """import pytest
+
+
+@pytest.mark.parametrize("i", range(30))
+def test_each(i):
+    pass
+
+
+def test_single():
+    pass
+"""
+SMALL_MODULE = """import pytest
+
+
+def test_one():
+    pass
+
+
+class TestTwo:
+    @pytest.mark.parametrize("j", range(2))
+    def test_two(self, j):
+        pass
+"""
+
+
+@pytest.mark.parametrize("in_a_tier_run", [True, False], ids=["tier-run", "plain"])
+def test_a_tier_run_takes_the_modules_and_functions_of_few_cases_first(pytester, tmp_path, monkeypatch,
+                                                                         in_a_tier_run):
+    """A mutant's run stops at its first new failure: the modules of few cases (the refusals, the
+    loader, the codec, the seed tools), and in a module the functions of few cases, run before those
+    of one case per launch; a module's cases stay together (its fixtures are made once) and each
+    function's cases keep their order. Outside a tier run the plugin leaves the order alone."""
+    from pytest_palw.mutants import plugin
+
+    pytester.makepyfile(test_a_big=BIG_MODULE, test_b_small=SMALL_MODULE)
+    if in_a_tier_run:
+        monkeypatch.setenv(plugin.REPORT_ENV, str(tmp_path / "report.json"))
+    else:
+        monkeypatch.delenv(plugin.REPORT_ENV, raising=False)
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider", "-p", plugin.__name__)
+    ids = [line for line in result.outlines if line.startswith("test_")]
+    big = [f"test_a_big.py::test_each[{i}]" for i in range(30)]
+    small = ["test_b_small.py::test_one", "test_b_small.py::TestTwo::test_two[0]",
+             "test_b_small.py::TestTwo::test_two[1]"]
+    if not in_a_tier_run:
+        assert ids == [*big, "test_a_big.py::test_single", *small]
+        return
+    assert ids == [*small, "test_a_big.py::test_single", *big]
+    # Counted after -k/-m: the cases that run (the tier's -m leaves most of a GPU-heavy module out).
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider", "-p", plugin.__name__,
+                                           "-k", "not test_each")
+    assert [line for line in result.outlines if line.startswith("test_")] == ["test_a_big.py::test_single", *small]
+
+
 def test_score_leaves_inconclusive_out():
     results = [{"verdict": v} for v in ("killed", "killed", "survived", "inconclusive")]
     assert score(results, "cpu") == {"tier": "cpu", "total": 4, "killed": 2, "survived": 1, "inconclusive": 1,
