@@ -32,6 +32,7 @@ import json
 import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -197,19 +198,42 @@ def _assert_refused(result, tool: str) -> None:
     assert result.stdout.strip() == "", f"a refused model printed {result.stdout[:300]!r}"
 
 
+OBSERVER_CASES = {"test_observer_refuses_a_model_off_the_profile_in_one_field": "field",
+                  "test_observer_runs_the_control_and_the_ungated_field": "name"}
+
+
+@pytest.fixture(scope="module")
+def observer_run(request, palw_session):
+    """``observer_run(name)``: the observer's run on that gate model. In one process the runs of the
+    module's selected observer cases start together, one per core (each is ~0.3 s of one core, most of
+    it llama.cpp reading the 151 936-token vocabulary), and each case waits for its own; the models are
+    made first, one after the other. An xdist worker, which gets only some of the cases, runs each
+    case's when the case asks."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        yield lambda name: _run_observer(palw_session, name)
+        return
+    names = [item.callspec.params[OBSERVER_CASES[item.originalname]] for item in request.session.items
+             if item.module is request.module and getattr(item, "originalname", None) in OBSERVER_CASES]
+    for name in names:
+        ensure_observer_gate_model(None if name == GATE_CONTROL else name)
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        runs = {name: pool.submit(_run_observer, palw_session, name) for name in names}
+        yield lambda name: runs[name].result() if name in runs else _run_observer(palw_session, name)
+
+
 @pytest.mark.palw_cpu
 @pytest.mark.parametrize("field", OBSERVER_REFUSES)
-def test_observer_refuses_a_model_off_the_profile_in_one_field(field, palw_session):
-    _assert_refused(_run_observer(palw_session, field), "observer")
+def test_observer_refuses_a_model_off_the_profile_in_one_field(field, observer_run):
+    _assert_refused(observer_run(field), "observer")
 
 
 @pytest.mark.palw_cpu
 @pytest.mark.parametrize("name", OBSERVER_ACCEPTS)
-def test_observer_runs_the_control_and_the_ungated_field(name, palw_session):
+def test_observer_runs_the_control_and_the_ungated_field(name, observer_run):
     """Past the gate the observer decodes one token to its result line. No full 8B decode is needed for
     that: on the observer's control the decode is the tied 4096 x 151936 LM head and four small valued
     layers."""
-    result = _run_observer(palw_session, name)
+    result = observer_run(name)
     assert result.returncode == 0, result.stderr[-1500:]
     assert MESSAGES["observer"] not in result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
