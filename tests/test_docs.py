@@ -46,3 +46,13 @@ def test_every_path_a_document_names_exists(document):
 def test_the_readme_is_for_users():
     """The README stays short (history in benchmarks/RESULTS.md and CHANGELOG.md, the tree in docs/)."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run calls the README's test command, options and all: what CI times is what users run."""
+    readme = (ROOT / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if "pip install -e '.[test]'" in line and "pytest" in line]
+    assert len(commands) == 1, commands
+    pytest_command = commands[0].split("&&")[-1].strip()
+    assert pytest_command.startswith("python3 -m pytest"), pytest_command
+    assert pytest_command in [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
