@@ -209,7 +209,10 @@ def test_a_fixtures_mutant_is_what_the_run_imports(pytester, tmp_path, monkeypat
 
 def test_cpu_mutants_are_killed(tmp_path, run_palw, pytester, shared_palw_cache):
     verdicts = tmp_path / "verdicts.json"
-    result = run_palw("mutants", "--tier", "cpu", "--out", tmp_path, "--json", verdicts, timeout=2400)
+    # One worker a tier run: the test command already runs one xdist worker per core, and a run that
+    # stops at its first new failure is mostly start-up, which a second worker only doubles.
+    result = run_palw("mutants", "--tier", "cpu", "--workers", "1", "--out", tmp_path, "--json", verdicts,
+                      timeout=2400)
     assert verdicts.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(verdicts.read_text())
     cpu = [m.name for m in MUTANTS if m.tier == "cpu"]
