@@ -5,6 +5,7 @@ schema uses only keywords both drafts read alike, and they agree on documents br
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 from pathlib import Path
 
@@ -39,8 +40,11 @@ def test_a_keyword_draft_7_does_not_have_is_refused_not_ignored():
         compile_draft7({"type": "object", "properties": {"a": {"unevaluatedProperties": False}}})
 
 
-def test_the_whole_cpu_certificate_passes_both():
-    document = json.loads(DATA.read_text())
+@pytest.mark.parametrize("name", ["cpu-certificate.json", "h200-certificate.json.gz"])
+def test_a_whole_certificate_passes_both(name):
+    """The CPU tier's, and a CERTIFIED H200 run's (every case passed, GPU facts, goldens)."""
+    raw = (DATA.parent / name).read_bytes()
+    document = json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)
     certificate.validate(document)
     jsonschema.validate(document, json.loads(certificate.SCHEMA_PATH.read_text()))
 
