@@ -284,8 +284,17 @@ def validate(document: dict) -> None:
     except fastjsonschema.JsonSchemaValueException as refused:
         import jsonschema
 
-        jsonschema.validate(document, _schema())
-        raise jsonschema.ValidationError(refused.message) from None
+        error = jsonschema.exceptions.best_match(_reference_validator().iter_errors(document))
+        raise (error or jsonschema.ValidationError(refused.message)) from None
+
+
+@functools.cache
+def _reference_validator():
+    """jsonschema's validator of the schema's own draft, made once (jsonschema.validate checks the
+    schema against its metaschema on every call: 90 ms; tests/certificate/test_schema.py checks it)."""
+    import jsonschema
+
+    return jsonschema.validators.validator_for(_schema())(_schema())
 
 
 @functools.cache
