@@ -173,12 +173,17 @@ def _tool(palw_session, name: str) -> str:
     return tool
 
 
-def _gate_model(name: str):
+def gate_model(name: str):
+    """The smoke's gate model of a case's name (GATE_CONTROL or a gated field)."""
     return ensure_gate_model(None if name == GATE_CONTROL else name)
 
 
-def _run_observer(palw_session, name: str):
-    model = ensure_observer_gate_model(None if name == GATE_CONTROL else name)
+def observer_gate_model(name: str):
+    """The observer's gate model of a case's name (GATE_CONTROL or a gated field)."""
+    return ensure_observer_gate_model(None if name == GATE_CONTROL else name)
+
+
+def _run_observer(palw_session, model):
     return subprocess.run([_tool(palw_session, "observer"), "--model", str(model), "--prompt", "Hello",
                            "--n-predict", "1", "--observer", "off"],
                           capture_output=True, text=True, timeout=900)
@@ -186,7 +191,7 @@ def _run_observer(palw_session, name: str):
 
 def _run_smoke(palw_session, name: str):
     digests = palw_session.kernel_digests
-    args = [_tool(palw_session, "smoke"), "--model", str(_gate_model(name)), "--mixed"] + [
+    args = [_tool(palw_session, "smoke"), "--model", str(gate_model(name)), "--mixed"] + [
         item for entry in ("q4", "q6", "qk", "softmax", "pv")
         for item in (f"--{entry}-cubin-sha256", digests["q4_k"].hex())]
     return subprocess.run(args, capture_output=True, text=True, timeout=600)
@@ -209,16 +214,18 @@ def observer_run(request, palw_session):
     it llama.cpp reading the 151 936-token vocabulary), and each case waits for its own; the models are
     made first, one after the other. An xdist worker, which gets only some of the cases, runs each
     case's when the case asks."""
+    def run(name: str):
+        return _run_observer(palw_session, observer_gate_model(name))
+
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        yield lambda name: _run_observer(palw_session, name)
+        yield run
         return
     names = [item.callspec.params[OBSERVER_CASES[item.originalname]] for item in request.session.items
              if item.module is request.module and getattr(item, "originalname", None) in OBSERVER_CASES]
-    for name in names:
-        ensure_observer_gate_model(None if name == GATE_CONTROL else name)
+    models = {name: observer_gate_model(name) for name in names}
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        runs = {name: pool.submit(_run_observer, palw_session, name) for name in names}
-        yield lambda name: runs[name].result() if name in runs else _run_observer(palw_session, name)
+        runs = {name: pool.submit(_run_observer, palw_session, model) for name, model in models.items()}
+        yield lambda name: runs[name].result() if name in runs else run(name)
 
 
 @pytest.mark.palw_cpu

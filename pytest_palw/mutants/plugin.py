@@ -80,7 +80,8 @@ def pytest_collection_modifyitems(items) -> None:
         return
     in_module = Counter(item.path for item in items)
     in_function = Counter(_function(item) for item in items)
-    # stable: modules of one size keep their order, and so do the functions of one size in a module
+    # the path keeps a module's cases together among modules of one size; stable: a function's cases
+    # and the functions of one size in a module keep their order
     items.sort(key=lambda item: (in_module[item.path], str(item.path), in_function[_function(item)]))
 
 
