@@ -15,12 +15,11 @@
 import json
 import os
 import re
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+from pytest_palw.ahead import ahead
 from pytest_palw.fixtures.models.catalog import OBSERVER_GATED_FIELDS, ensure_observer_gate_model
 from pytest_palw.fixtures.models.profiles import PROFILES
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
@@ -131,45 +130,49 @@ def _observer(palw_session):
     return tool
 
 
-def _run_observer(tool, model, mode):
-    result = subprocess.run([tool, "--model", str(model), "--prompt", "Hello", "--n-predict", "8",
-                             "--observer", mode, "--emit-output-bytes"],
-                            capture_output=True, text=True, timeout=900)
+# Tokens each observer run generates: four distinct ones on the CPU tier's control (981, 694, 504, 918),
+# each a decode whose every event the graph and sketch modes report (~1 450 lines a token).
+N_PREDICT = 4
+
+
+def _run_observer(palw_session, tool, model, mode):
+    result = palw_session.ahead.run([tool, "--model", str(model), "--prompt", "Hello", "--n-predict", str(N_PREDICT),
+                                     "--observer", mode, "--emit-output-bytes"],
+                                    capture_output=True, text=True, timeout=900)
     return result, [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def observer_runs(palw_session, palw_model):
-    """The observer in its three modes, on the session's model where the observer's gate accepts it
-    (the full profile, a real Qwen3-8B), else (the CPU tier's tiny) on the observer's gate control
-    (test_tool_gates): the full profile in every field the gate compares, with random weights, so that
-    its decode gives varied tokens and sketches."""
+OBSERVER_MODES = ("off", "graph", "sketch")
+
+
+@ahead(keys=lambda item: [item.callspec.params["mode"]] if hasattr(item, "callspec") else OBSERVER_MODES)
+def observer_runs(palw_session, mode: str):
+    """``observer_runs(mode)``: the observer in that mode, on the session's model where the observer's
+    gate accepts it (the full profile, a real Qwen3-8B), else (the CPU tier's tiny) on the observer's
+    gate control (test_tool_gates): the full profile in every field the gate compares, with random
+    weights, so that its decode gives varied tokens and sketches. One child process per mode,
+    started with the cases (pytest_palw.ahead)."""
     profile, full = palw_session.model_profile, PROFILES["full"]
-    model = palw_model.path
+    model = palw_session.resolved_model.path
     if any(getattr(profile, field) != getattr(full, field) for field in OBSERVER_GATED_FIELDS):
         model = ensure_observer_gate_model(None)
-    tool = _observer(palw_session)
-    modes = ("off", "graph", "sketch")
-    with ThreadPoolExecutor(len(modes)) as pool:  # three independent processes: run them side by side
-        runs = pool.map(lambda mode: _run_observer(tool, model, mode), modes)
-        return dict(zip(modes, runs))
-
+    return _run_observer(palw_session, _observer(palw_session), model, mode)
 
 
 @pytest.mark.palw_cpu
-@pytest.mark.parametrize("mode", ["off", "graph", "sketch"])
+@pytest.mark.parametrize("mode", OBSERVER_MODES)
 def test_observer_lines_match_schema(mode, observer_runs):
     import jsonschema
 
     schema = json.loads((FIXTURES_DIR / "observer.schema.json").read_text())
     jsonschema.validators.validator_for(schema).check_schema(schema)
-    # Every line against the schema, compiled once: jsonschema takes 0.24 ms a line, 2.7 s for the
-    # 11 570 lines of a graph or sketch run; fastjsonschema's compiled check 0.02 ms. It implements
+    # Every line against the schema, compiled once: jsonschema takes 0.24 ms a line, 1.4 s for the
+    # 5 786 lines of a graph or sketch run; fastjsonschema's compiled check 0.02 ms. It implements
     # draft 7: each keyword the schema uses must be one it has (a newer one would be ignored).
     used = schema_keywords(schema)
     assert used <= DRAFT7_KEYWORDS, f"observer.schema.json uses {sorted(used - DRAFT7_KEYWORDS)}: not draft 7"
     validate = compile_draft7(schema)
-    result, lines = observer_runs[mode]
+    result, lines = observer_runs(mode)
     assert result.returncode == 0, result.stderr[-1500:]
     assert [line["record"] for line in (lines[0], lines[-1])] == ["header", "result"]
     for line in lines:
@@ -182,16 +185,16 @@ def test_observer_lines_match_schema(mode, observer_runs):
 @pytest.mark.palw_cpu
 def test_observer_modes_give_identical_outputs(observer_runs):
     outputs = {mode: {k: lines[-1][k] for k in ("prompt_token_ids", "generated_token_ids", "output_bytes")}
-               for mode, (_, lines) in observer_runs.items()}
+               for mode, (_, lines) in ((mode, observer_runs(mode)) for mode in OBSERVER_MODES)}
     assert outputs["graph"] == outputs["off"]
     assert outputs["sketch"] == outputs["off"]
-    assert len(outputs["off"]["generated_token_ids"]) == 8
+    assert len(outputs["off"]["generated_token_ids"]) == N_PREDICT
     assert len(set(outputs["off"]["generated_token_ids"])) > 1, "greedy decode repeats one token"
 
 
 @pytest.mark.palw_cpu
 def test_observer_sketches_vary(observer_runs):
-    _, lines = observer_runs["sketch"]
+    _, lines = observer_runs("sketch")
     values = {line["sketch"]["value"] for line in lines if line.get("stage") == "post_compute_sketch"}
     assert len(values) > 1, "every GEMM sketch is the same value"
 
@@ -201,7 +204,7 @@ def test_observer_refuses_other_profiles(palw_session):
     from pytest_palw.fixtures.models.catalog import ensure_model
 
     narrow = ensure_model("tiny")  # 256 embd, 512 vocab: not the 8B profile
-    result, lines = _run_observer(_observer(palw_session), narrow, "graph")
+    result, lines = _run_observer(palw_session, _observer(palw_session), narrow, "graph")
     assert result.returncode == 3
     assert lines == []
     assert "not the supported dense Qwen3-8B profile" in result.stderr

@@ -32,10 +32,10 @@ import json
 import os
 import re
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from pytest_palw.ahead import ahead
 from pytest_palw.fixtures.models.catalog import (
     GATE_CONTROL,
     GATE_NEGATIVES,
@@ -184,9 +184,9 @@ def observer_gate_model(name: str):
 
 
 def _run_observer(palw_session, model):
-    return subprocess.run([_tool(palw_session, "observer"), "--model", str(model), "--prompt", "Hello",
-                           "--n-predict", "1", "--observer", "off"],
-                          capture_output=True, text=True, timeout=900)
+    return palw_session.ahead.run([_tool(palw_session, "observer"), "--model", str(model), "--prompt", "Hello",
+                                   "--n-predict", "1", "--observer", "off"],
+                                  capture_output=True, text=True, timeout=900)
 
 
 def _run_smoke(palw_session, name: str):
@@ -207,25 +207,12 @@ OBSERVER_CASES = {"test_observer_refuses_a_model_off_the_profile_in_one_field": 
                   "test_observer_runs_the_control_and_the_ungated_field": "name"}
 
 
-@pytest.fixture(scope="module")
-def observer_run(request, palw_session):
-    """``observer_run(name)``: the observer's run on that gate model. In one process the runs of the
-    module's selected observer cases start together, one per core (each is ~0.3 s of one core, most of
-    it llama.cpp reading the 151 936-token vocabulary), and each case waits for its own; the models are
-    made first, one after the other. An xdist worker, which gets only some of the cases, runs each
-    case's when the case asks."""
-    def run(name: str):
-        return _run_observer(palw_session, observer_gate_model(name))
-
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        yield run
-        return
-    names = [item.callspec.params[OBSERVER_CASES[item.originalname]] for item in request.session.items
-             if item.module is request.module and getattr(item, "originalname", None) in OBSERVER_CASES]
-    models = {name: observer_gate_model(name) for name in names}
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        runs = {name: pool.submit(_run_observer, palw_session, model) for name, model in models.items()}
-        yield lambda name: runs[name].result() if name in runs else run(name)
+@ahead(keys=lambda item: [item.callspec.params[OBSERVER_CASES[item.originalname]]])
+def observer_run(palw_session, name: str):
+    """``observer_run(name)``: the observer's run on that gate model (GATE_CONTROL or a field). Each
+    is ~0.3 s of one core, most of it llama.cpp reading the 151 936-token vocabulary: child processes,
+    one per selected case, started with the cases (pytest_palw.ahead)."""
+    return _run_observer(palw_session, observer_gate_model(name))
 
 
 @pytest.mark.palw_cpu

@@ -23,6 +23,7 @@ import pytest
 
 from pytest_palw import options as opts
 from pytest_palw import paths
+from pytest_palw.ahead import AheadJobs
 from pytest_palw.builder.choice import PALW_DEFAULT_PIN
 from pytest_palw.certificate.facts import brought_statement, kernel_digest_statement, runtime_statement
 from pytest_palw.certificate.inventory import witness_id
@@ -63,6 +64,7 @@ class PalwSession:
         self.handed = Handover.from_wire(getattr(config, "workerinput", {}))  # what the controller resolved
         self.runtime_line: str | None = self.handed.runtime_line
         self.last_call: tuple | None = None  # (report, item) of the last call attested here
+        self.ahead = AheadJobs(self)  # @ahead fixtures' work (ahead.py)
 
     def option(self, dest: str) -> str | None:
         return opts.resolve(self.config, dest)
@@ -83,6 +85,14 @@ class PalwSession:
             if not any(item.get_closest_marker(f"palw_{tier}") for tier in TIERS):
                 item.add_marker("palw_cpu")
             self.foreign_fixtures.update(foreign_fixtures(item))
+
+    def start_ahead(self, session) -> None:
+        """At the start of the cases: the @ahead jobs of the selected cases (ahead.py), outside the
+        workers and for a run that executes fixtures."""
+        option = self.config.option
+        if self.worker_id is None and not (option.collectonly or getattr(option, "setupplan", False)):
+            if self.ahead.start(session.items):
+                self.mark("ahead_started")
 
     def count_deselected(self, items) -> None:
         self.deselected += sum(1 for item in items if in_suite(item.path))

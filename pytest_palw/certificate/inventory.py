@@ -20,7 +20,7 @@ import inspect
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import pytest
@@ -284,11 +284,11 @@ def witness_id(name: str, function, module, kwargs: dict) -> str | None:
     for mark in _marks(function) + _marks(module):
         if mark.name != "parametrize":
             continue
-        names, sets = _mark_sets(mark, where)
+        names, sets, by_identity = _mark_sets(mark, where)
         received = tuple(kwargs.get(argument, _MISSING) for argument in names)
         # pytest hands the body the mark's own objects: matched by identity (values that compare
         # equal, 0 and False, stay apart), by equality only when a plugin copied them
-        matching = [case for case, values in sets if all(a is b for a, b in zip(values, received))]
+        matching = by_identity.get(tuple(map(id, received)), [])
         if not matching:
             matching = [case for case, values in sets if _equal(values, received)]
         if len(matching) != 1:
@@ -300,14 +300,19 @@ def witness_id(name: str, function, module, kwargs: dict) -> str | None:
 _MISSING = object()
 # Per mark object, computed once: a body's id is looked up for each of its cases, and an each_launch
 # mark has 361 sets (O(cases x sets) otherwise). The mark is kept with its sets so that its id is
-# never another mark's.
-_SETS: dict[int, tuple[object, tuple[list[str], list[tuple[str, tuple]]]]] = {}
+# never another mark's, and keeps its values alive: the identity index (the ids of a set's values ->
+# the ids of the sets that are those very objects) stays true while it is held.
+_SETS: dict[int, tuple[object, tuple[list[str], list[tuple[str, tuple]], dict[tuple, list[str]]]]] = {}
 
 
-def _mark_sets(mark, where: str) -> tuple[list[str], list[tuple[str, tuple]]]:
+def _mark_sets(mark, where: str) -> tuple[list[str], list[tuple[str, tuple]], dict[tuple, list[str]]]:
     held = _SETS.get(id(mark))
     if held is None or held[0] is not mark:
-        held = _SETS[id(mark)] = (mark, _parameter_sets(mark, where))
+        names, sets = _parameter_sets(mark, where)
+        by_identity: dict[tuple, list[str]] = {}
+        for case, values in sets:
+            by_identity.setdefault(tuple(map(id, values)), []).append(case)
+        held = _SETS[id(mark)] = (mark, (names, sets, by_identity))
     return held[1]
 
 
@@ -334,14 +339,21 @@ def case_id(nodeid: str, location_path: str, rootpath: Path, suite_dir: Path | N
     The file comes from the report's location (relative to the rootdir, whatever arguments named
     the suite); what follows the first ``::`` of the node id names the function and parameters.
     """
-    suite_dir = Path(suite_dir or paths.CONFORMANCE_DIR).resolve()
     _, separator, rest = nodeid.partition("::")
     if not separator or not location_path:
         return None
+    name = _suite_module(location_path, str(rootpath), str(suite_dir or paths.CONFORMANCE_DIR))
+    return None if name is None else f"{SUITE_PREFIX}{name}::{rest}"
+
+
+@lru_cache(maxsize=256)
+def _suite_module(location_path: str, rootpath: str, suite_dir: str) -> str | None:
+    """The file name of the suite module at ``rootpath/location_path``, or None (resolved once per
+    file: three reports for each of 3 075 cases)."""
     path = (Path(rootpath) / location_path).resolve()
-    if path.parent != suite_dir or not path.name.startswith("test_"):
+    if path.parent != Path(suite_dir).resolve() or not path.name.startswith("test_"):
         return None
-    return f"{SUITE_PREFIX}{path.name}::{rest}"
+    return path.name
 
 
 def parse_case_id(name: str) -> tuple[str, str, str | None]:
