@@ -83,16 +83,21 @@ class AheadJobs:
         self.futures: dict[tuple[str, object], Future] = {}
         self.lock = threading.Lock()
         self.pool: ThreadPoolExecutor | None = None
-        self.environment = dict(os.environ)  # taken again when the jobs start
+        # os.environ as the jobs started (start), or as the first job was asked for in this thread (a
+        # worker: after its configure set the worker's CUDA_VISIBLE_DEVICES)
+        self.environment: dict[str, str] | None = None
 
     def run(self, args: list[str], **kwargs) -> subprocess.CompletedProcess:
         """subprocess.run for a job's child: its own copy of the environment the jobs started with."""
-        return subprocess.run(args, env=dict(self.environment), **kwargs)
+        return subprocess.run(args, env=dict(os.environ if self.environment is None else self.environment),
+                              **kwargs)
 
     def submit(self, name: str, value) -> Future:
         with self.lock:
             future = self.futures.get((name, value))
             if future is None:
+                if self.environment is None:
+                    self.environment = dict(os.environ)
                 if self.pool is None:
                     self.pool = ThreadPoolExecutor(cores(), thread_name_prefix="palw-ahead")
                 job = JOBS[name][0]

@@ -168,6 +168,34 @@ def test_keyed(key, keyed):
     assert _ran(marks) == {"keyed-a-ran", "keyed-b-ran"}
 
 
+def test_a_worker_s_job_gets_the_environment_its_session_set_up(pytester, marks):
+    """A worker's configure sets its CUDA_VISIBLE_DEVICES after the session object exists: a job it
+    starts later must hand its child that environment (here a variable the process running the
+    cases sets at its session start; xdist's controller does not, so a worker cannot inherit it)."""
+    pytester.makeconftest("""
+        import os
+
+        def pytest_sessionstart(session):
+            if session.config.pluginmanager.get_plugin("dsession") is None:  # not xdist's controller
+                os.environ["AHEAD_SESSION_VARIABLE"] = "set at session start"
+    """)
+    pytester.makepyfile(test_jobs=JOBS + '''
+
+@ahead
+def session_variable(palw_session):
+    return palw_session.ahead.run([sys.executable, "-c", "import os; print(os.environ['AHEAD_SESSION_VARIABLE'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_session_variable(session_variable):
+    assert session_variable == "set at session start"
+''')
+    for workers in (("-n", "1"), ("-p", "no:xdist")):  # a PALW option starts the session at configure
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--palw-gpu-slots=0", *workers)
+        assert result.ret == 0, result.stdout.str()[-3000:]
+        assert result.parseoutcomes() == {"passed": 1}
+
+
 def test_two_jobs_of_one_name_in_two_files_are_refused(pytester, marks):
     job = ("from pytest_palw.ahead import ahead\n\n\n@ahead\ndef same(palw_session):\n    return 1\n\n\n"
            "def test_same(same):\n    pass\n")
