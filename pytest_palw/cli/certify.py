@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import sys
 import types
@@ -176,6 +177,12 @@ class _Controller:
 
     def pytest_configure(self, config):
         self.config = config
+
+    def pytest_collection_finish(self, session):
+        """This process ends with the run: what collection made lives to its end anyway. Out of the
+        cyclic collector's sight, 3 075 cases' objects are not walked again by each full collection
+        (pytest's own at unconfigure: 0.25 s)."""
+        gc.freeze()
 
     def pytest_sessionfinish(self, session):
         """Before the controller judges (its sessionfinish is trylast): a plugin outside the suite's."""
