@@ -76,11 +76,12 @@ def cores() -> int:
 
 
 class AheadJobs:
-    """This process's started jobs: (fixture name, key) -> Future."""
+    """This process's started jobs: (fixture name, key's type, key) -> Future (keys of equal value and
+    other types, 1 and True, are other jobs)."""
 
     def __init__(self, session):
         self.session = session
-        self.futures: dict[tuple[str, object], Future] = {}
+        self.futures: dict[tuple[str, type, object], Future] = {}
         self.lock = threading.Lock()
         self.pool: ThreadPoolExecutor | None = None
         # os.environ as the jobs started (start), or as the first job was asked for in this thread (a
@@ -94,7 +95,7 @@ class AheadJobs:
 
     def submit(self, name: str, value) -> Future:
         with self.lock:
-            future = self.futures.get((name, value))
+            future = self.futures.get((name, type(value), value))
             if future is None:
                 if self.environment is None:
                     self.environment = dict(os.environ)
@@ -102,7 +103,7 @@ class AheadJobs:
                     self.pool = ThreadPoolExecutor(cores(), thread_name_prefix="palw-ahead")
                 job = JOBS[name][0]
                 arguments = (self.session,) if value is None else (self.session, value)
-                future = self.futures[(name, value)] = self.pool.submit(job, *arguments)
+                future = self.futures[(name, type(value), value)] = self.pool.submit(job, *arguments)
             return future
 
     def result(self, name: str, value):
@@ -127,12 +128,16 @@ class AheadJobs:
                 return 0
         if not wanted:
             return 0
-        self.environment = dict(os.environ)
         try:
             self.session.build  # noqa: B018 - resolved once, in this thread, before any job reads it
             self.session.resolved_model  # noqa: B018
+            # Loaded here, before any job starts a process: loading sets LLAMA_CPP_LIB_PATH, and a
+            # child a job starts otherwise than through run() (a model generator's worker) inherits
+            # the environment as it execs.
+            self.session.runtime  # noqa: B018
         except Exception:  # noqa: BLE001
             return 0
+        self.environment = dict(os.environ)
         for name, value in dict.fromkeys(wanted):
             self.submit(name, value)
         return len(dict.fromkeys(wanted))

@@ -62,7 +62,7 @@ def test_a_first_case_finds_the_jobs_running(palw_session):
     assert wait_for("early-ran"), "the job did not start before its case"
     assert wait_for("keyed-a-ran")
     with open(MARKS / "futures.json", "w") as handle:
-        json.dump(sorted(name for name, _ in palw_session.ahead.futures), handle)
+        json.dump(sorted(name for name, *_ in palw_session.ahead.futures), handle)
 
 
 def test_a_case_changes_the_environment():
@@ -194,6 +194,23 @@ def test_session_variable(session_variable):
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--palw-gpu-slots=0", *workers)
         assert result.ret == 0, result.stdout.str()[-3000:]
         assert result.parseoutcomes() == {"passed": 1}
+
+
+def test_keys_of_equal_value_and_other_types_are_other_jobs(pytester, marks):
+    pytester.makepyfile(test_jobs=JOBS + '''
+
+@ahead(keys=lambda item: [item.callspec.params["key"]])
+def typed(palw_session, key):
+    return type(key).__name__
+
+
+@pytest.mark.parametrize("key", [1, True, 1.0])
+def test_typed(key, typed):
+    assert typed(key) == type(key).__name__
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert result.parseoutcomes() == {"passed": 3}
 
 
 def test_two_jobs_of_one_name_in_two_files_are_refused(pytester, marks):
