@@ -145,18 +145,22 @@ def _run_observer(palw_session, tool, model, mode):
 OBSERVER_MODES = ("off", "graph", "sketch")
 
 
-@ahead(keys=lambda item: [item.callspec.params["mode"]] if hasattr(item, "callspec") else OBSERVER_MODES)
-def observer_runs(palw_session, mode: str):
-    """``observer_runs(mode)``: the observer in that mode, on the session's model where the observer's
-    gate accepts it (the full profile, a real Qwen3-8B), else (the CPU tier's tiny) on the observer's
-    gate control (test_tool_gates): the full profile in every field the gate compares, with random
-    weights, so that its decode gives varied tokens and sketches. One child process per mode,
-    started with the cases (pytest_palw.ahead)."""
+def _observer_model(palw_session):
+    """The session's model where the observer's gate accepts it (the full profile, a real Qwen3-8B),
+    else (the CPU tier's tiny) the observer's gate control (test_tool_gates): the full profile in every
+    field the gate compares, with random weights, so that its decode gives varied tokens and sketches."""
     profile, full = palw_session.model_profile, PROFILES["full"]
-    model = palw_session.resolved_model.path
     if any(getattr(profile, field) != getattr(full, field) for field in OBSERVER_GATED_FIELDS):
-        model = ensure_observer_gate_model(None)
-    return _run_observer(palw_session, _observer(palw_session), model, mode)
+        return ensure_observer_gate_model(None)
+    return palw_session.resolved_model.path
+
+
+@ahead(keys=lambda item: [item.callspec.params["mode"]] if hasattr(item, "callspec") else OBSERVER_MODES,
+       prepare=lambda palw_session, mode: _observer_model(palw_session))
+def observer_runs(palw_session, mode: str):
+    """``observer_runs(mode)``: the observer in that mode on _observer_model. One child process per
+    mode, started with the cases (pytest_palw.ahead)."""
+    return _run_observer(palw_session, _observer(palw_session), _observer_model(palw_session), mode)
 
 
 @pytest.mark.palw_cpu

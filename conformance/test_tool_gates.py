@@ -207,7 +207,8 @@ OBSERVER_CASES = {"test_observer_refuses_a_model_off_the_profile_in_one_field": 
                   "test_observer_runs_the_control_and_the_ungated_field": "name"}
 
 
-@ahead(keys=lambda item: [item.callspec.params[OBSERVER_CASES[item.originalname]]])
+@ahead(keys=lambda item: [item.callspec.params[OBSERVER_CASES[item.originalname]]],
+       prepare=lambda palw_session, name: observer_gate_model(name))
 def observer_run(palw_session, name: str):
     """``observer_run(name)``: the observer's run on that gate model (GATE_CONTROL or a field). Each
     is ~0.3 s of one core, most of it llama.cpp reading the 151 936-token vocabulary: child processes,

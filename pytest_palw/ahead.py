@@ -13,9 +13,12 @@ waits only for what is not done by the time it runs.
     def observer_run(palw_session, name): ...  # the fixture's value: a function of a key
 
 A job gets only the session (and its key): it runs outside the case, so it reads nothing of a case's
-fixtures; what it needs of the session (the build, the model) is resolved in this thread before any
-job starts. It states nothing itself: its value reaches a case's body as a fixture's does, and the
-body's assertions judge it. An exception in a job is raised where a case asks for the value.
+fixtures; what it needs of the session (the build, the model, the runtime) is resolved in this thread
+before any job starts, and its ``prepare(palw_session[, key])`` runs in this thread before the job is
+submitted: what it needs from the disk caches (a model generated on a cold cache starts processes of
+its own, which must not exec while a case changes the environment). It states nothing itself: its
+value reaches a case's body as a fixture's does, and the body's assertions judge it. An exception in
+a job or its prepare is raised where a case asks for the value.
 
 A job starts its children with ``palw_session.ahead.run`` (subprocess.run with the environment as it
 was when the jobs started). The cases change ``os.environ`` while jobs run (GGML_SCHED_DEBUG around
@@ -39,19 +42,21 @@ from typing import Callable, Iterable
 
 import pytest
 
-# fixture name -> (job, keys); one job per name across the suite
-JOBS: dict[str, tuple[Callable, Callable | None]] = {}
+# fixture name -> (job, keys, prepare); one job per name across the suite
+JOBS: dict[str, tuple[Callable, Callable | None, Callable | None]] = {}
 
 
-def ahead(job: Callable | None = None, *, keys: Callable[[object], Iterable] | None = None):
+def ahead(job: Callable | None = None, *, keys: Callable[[object], Iterable] | None = None,
+          prepare: Callable | None = None):
     """Decorator: the module-scoped fixture named after ``job`` (see the module docstring); with
-    ``keys``, one job per key, and ``keys(item)`` the keys a case will ask for."""
+    ``keys``, one job per key, and ``keys(item)`` the keys a case will ask for; ``prepare``, called
+    with the job's arguments in the cases' thread before the job is submitted."""
     def register(job: Callable):
         name = job.__name__
         held = JOBS.get(name)
         if held is not None and _origin(held[0]) != _origin(job):
             raise TypeError(f"two @ahead jobs are named {name!r} ({_origin(held[0])}, {_origin(job)}): rename one")
-        JOBS.setdefault(name, (job, keys))  # the same file imported again (the inventory reads it) adds none
+        JOBS.setdefault(name, (job, keys, prepare))  # the same file imported again (the inventory) adds none
 
         @pytest.fixture(scope="module", name=name)
         def fixture(palw_session):
@@ -101,8 +106,10 @@ class AheadJobs:
                     self.environment = dict(os.environ)
                 if self.pool is None:
                     self.pool = ThreadPoolExecutor(cores(), thread_name_prefix="palw-ahead")
-                job = JOBS[name][0]
+                job, _, prepare = JOBS[name]
                 arguments = (self.session,) if value is None else (self.session, value)
+                if prepare is not None:
+                    prepare(*arguments)
                 future = self.futures[(name, type(value), value)] = self.pool.submit(job, *arguments)
             return future
 
@@ -138,9 +145,14 @@ class AheadJobs:
         except Exception:  # noqa: BLE001
             return 0
         self.environment = dict(os.environ)
+        started = 0
         for name, value in dict.fromkeys(wanted):
-            self.submit(name, value)
-        return len(dict.fromkeys(wanted))
+            try:
+                self.submit(name, value)
+                started += 1
+            except Exception:  # noqa: BLE001 - its prepare failed: the case asks again and reports it
+                continue
+        return started
 
     def _tier_skip_reason(self, item) -> str | None:
         from pytest_palw.tiers import tier_of

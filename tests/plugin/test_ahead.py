@@ -134,6 +134,33 @@ def test_keyed(key, keyed):
     result.stdout.fnmatch_lines(["*ValueError: the job broke*", "FAILED test_jobs.py::test_keyed[[]broken[]]*"])
 
 
+def test_prepare_runs_in_the_cases_thread_before_its_job(pytester, marks):
+    pytester.makepyfile(test_jobs=JOBS + '''
+import threading
+
+
+def ready(palw_session, key):
+    if key == "unready":
+        raise ValueError("prepare failed")
+    mark(f"prepared-{key}-in-{threading.current_thread().name}")
+
+
+@ahead(keys=lambda item: [item.callspec.params["key"]], prepare=ready)
+def prepared(palw_session, key):
+    assert (MARKS / f"prepared-{key}-in-MainThread").exists()
+    return key
+
+
+@pytest.mark.parametrize("key", ["a", "b", "unready"])
+def test_prepared(key, prepared):
+    assert prepared(key) == key
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.parseoutcomes() == {"passed": 2, "failed": 1}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*ValueError: prepare failed*", "FAILED test_jobs.py::test_prepared[[]unready[]]*"])
+    assert _ran(marks) == {"prepared-a-in-MainThread", "prepared-b-in-MainThread"}
+
+
 def test_a_stopped_run_waits_for_its_running_jobs_and_drops_the_rest(pytester, marks):
     pytester.makepyfile(test_jobs=JOBS + '''
 
