@@ -11,21 +11,13 @@ disagreement.
 
 import pytest
 
-from pytest_palw.fixtures.oracles.quantizer import (
-    check_tensors,
-    disagreements,
-    dry_run_types,
-    oracle_recipe,
-    write_oracle_source,
-)
+from pytest_palw.fixtures.oracles.quantizer import disagreements, oracle_types
 
 pytestmark = pytest.mark.palw_cpu
 
 
 def test_launch_classes_are_llama_cpp_s_q4_k_m_types(launch_table, palw_session, palw_runtime, tmp_path):
-    recipe = oracle_recipe()
-    theirs = dry_run_types(palw_runtime.llama, palw_runtime.logs, write_oracle_source(recipe, tmp_path / "f32.gguf"))
-    check_tensors(theirs, recipe)
+    theirs = oracle_types(palw_runtime.llama, palw_runtime.logs, tmp_path)
     classes = {launch.weight: launch.klass.upper() for launch in launch_table if launch.weight is not None}
     wrong = disagreements(classes, theirs, "launch table")
     palw_session.notes["class_oracle"] = {

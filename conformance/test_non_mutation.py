@@ -157,10 +157,10 @@ def _observer_model(palw_session):
 
 @ahead(keys=lambda item: [item.callspec.params["mode"]] if hasattr(item, "callspec") else OBSERVER_MODES,
        prepare=lambda palw_session, mode: _observer_model(palw_session))
-def observer_runs(palw_session, mode: str):
+def observer_runs(palw_session, mode: str, model):
     """``observer_runs(mode)``: the observer in that mode on _observer_model. One child process per
     mode, started with the cases (pytest_palw.ahead)."""
-    return _run_observer(palw_session, _observer(palw_session), _observer_model(palw_session), mode)
+    return _run_observer(palw_session, _observer(palw_session), model, mode)
 
 
 @pytest.mark.palw_cpu

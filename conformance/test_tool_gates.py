@@ -209,11 +209,11 @@ OBSERVER_CASES = {"test_observer_refuses_a_model_off_the_profile_in_one_field": 
 
 @ahead(keys=lambda item: [item.callspec.params[OBSERVER_CASES[item.originalname]]],
        prepare=lambda palw_session, name: observer_gate_model(name))
-def observer_run(palw_session, name: str):
+def observer_run(palw_session, name: str, model):
     """``observer_run(name)``: the observer's run on that gate model (GATE_CONTROL or a field). Each
     is ~0.3 s of one core, most of it llama.cpp reading the 151 936-token vocabulary: child processes,
     one per selected case, started with the cases (pytest_palw.ahead)."""
-    return _run_observer(palw_session, observer_gate_model(name))
+    return _run_observer(palw_session, model)
 
 
 @pytest.mark.palw_cpu

@@ -1,22 +1,24 @@
 """Work that a module's cases wait for, started when the run's first case starts, beside the cases.
 
-Some cases judge what a child process printed: llama.cpp's quantizer, the seed's observer. Each child
-costs its case most of its seconds waiting, one core idle. ``@ahead`` turns such a job into a
+Some cases judge what a child process printed (the seed's observer). Each child costs its case most of
+its seconds waiting, one core idle. ``@ahead`` turns such a job into a
 module-scoped fixture whose work this process starts for every selected case that will use it, all at
 once when the cases start (``AheadJobs.start``), on a pool of one thread per core; the case then
 waits only for what is not done by the time it runs.
 
-    @ahead                                    # the fixture's value: job(palw_session)
-    def observer_runs(palw_session): ...
+    @ahead                                     # the fixture's value: job(palw_session)
+    def report(palw_session): ...
 
-    @ahead(keys=lambda item: [item.callspec.params["name"]])
-    def observer_run(palw_session, name): ...  # the fixture's value: a function of a key
+    @ahead(keys=lambda item: [item.callspec.params["name"]], prepare=model_of)
+    def run(palw_session, name, model): ...     # the fixture's value: a function of a key;
+                                                # model = model_of(palw_session, name)
 
 A job gets only the session (and its key): it runs outside the case, so it reads nothing of a case's
 fixtures; what it needs of the session (the build, the model, the runtime) is resolved in this thread
 before any job starts, and its ``prepare(palw_session[, key])`` runs in this thread before the job is
-submitted: what it needs from the disk caches (a model generated on a cold cache starts processes of
-its own, which must not exec while a case changes the environment). It states nothing itself: its
+submitted, its value handed to the job as its last argument: what the job needs from the disk caches
+(a model generated on a cold cache starts processes of its own, which must not exec while a case
+changes the environment). It states nothing itself: its
 value reaches a case's body as a fixture's does, and the body's assertions judge it. An exception in
 a job or its prepare is raised where a case asks for the value.
 
@@ -50,7 +52,8 @@ def ahead(job: Callable | None = None, *, keys: Callable[[object], Iterable] | N
           prepare: Callable | None = None):
     """Decorator: the module-scoped fixture named after ``job`` (see the module docstring); with
     ``keys``, one job per key, and ``keys(item)`` the keys a case will ask for; ``prepare``, called
-    with the job's arguments in the cases' thread before the job is submitted."""
+    with the job's arguments in the cases' thread before the job is submitted, its value the job's
+    last argument."""
     def register(job: Callable):
         name = job.__name__
         held = JOBS.get(name)
@@ -109,7 +112,7 @@ class AheadJobs:
                 job, _, prepare = JOBS[name]
                 arguments = (self.session,) if value is None else (self.session, value)
                 if prepare is not None:
-                    prepare(*arguments)
+                    arguments += (prepare(*arguments),)
                 future = self.futures[(name, type(value), value)] = self.pool.submit(job, *arguments)
             return future
 
@@ -158,7 +161,7 @@ class AheadJobs:
         from pytest_palw.tiers import tier_of
 
         tier = tier_of(item.keywords)
-        return None if tier in (None, "cpu") else self.session.tier_skip_reason(tier)
+        return None if tier is None else self.session.tier_skip_reason(tier)
 
     def stop(self) -> None:
         """Drop the jobs not started, wait for those running."""

@@ -143,11 +143,13 @@ def ready(palw_session, key):
     if key == "unready":
         raise ValueError("prepare failed")
     mark(f"prepared-{key}-in-{threading.current_thread().name}")
+    return f"{key} prepared"
 
 
 @ahead(keys=lambda item: [item.callspec.params["key"]], prepare=ready)
-def prepared(palw_session, key):
+def prepared(palw_session, key, value):
     assert (MARKS / f"prepared-{key}-in-MainThread").exists()
+    assert value == f"{key} prepared"
     return key
 
 
