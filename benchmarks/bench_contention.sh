@@ -9,8 +9,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 manifest=$1 model=$2 out=${OUT:-/tmp/palw-contention}; mkdir -p "$out"
-echo "| slots | processes | reject case median ms (each process) | reject cases/s, all | traced case median ms (each process) | wall s |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| slots | processes | reject case median ms (each process) | reject cases/s, all | on a reused context: median ms (each process) | traced case median ms (each process) | wall s |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 for slots in ${SLOTS:-0 2}; do
 for n in ${COPIES:-1 2 4 8}; do
   (( slots > 0 && n <= slots )) && continue  # the same run as without a limit
@@ -33,7 +33,8 @@ for i in range(1, n + 1):
 reject = " ".join(f"{r['reject_case']['median_ms']:.1f}" for r in rows) or "failed"
 per_s = f"{sum(r['reject_cases_per_s'] for r in rows):.0f}" if rows else "failed"
 traced = " ".join(f"{r['traced_case']['median_ms']:.1f}" for r in rows) or "failed"
-print(f"| {slots or 'no limit'} | {n} | {reject} | {per_s} | {traced} | {wall} |")
+reused = " ".join(f"{r['reused_context']['reject_case']['median_ms']:.1f}" for r in rows) or "failed"
+print(f"| {slots or 'no limit'} | {n} | {reject} | {per_s} | {reused} | {traced} | {wall} |")
 PY
 done
 done

@@ -97,6 +97,47 @@ def reject_cases(model, token: int, make_caller, repeat: int) -> list[float]:
     return [reject_case(model, token, make_caller) for _ in range(repeat + 2)][2:]
 
 
+def reused_context(model, token: int, make_caller, repeat: int) -> dict:
+    """What one context per process would cost: reject cases on one context, its memory cleared
+    before each (llama_memory_clear), then a positive trace on it against a fresh context's."""
+    llama = model.runtime.llama
+    samples = []
+    with model.context() as context:
+        memory = llama.llama_get_memory(context.pointer)
+        for _ in range(repeat + 2):
+            start = time.perf_counter()
+            llama.llama_memory_clear(memory, True)
+            run = run_trace(context, make_caller(reject_index=180), token)
+            samples.append(time.perf_counter() - start)
+            assert run.decode_status != 0, "the rejection did not fail closed on the reused context"
+        llama.llama_memory_clear(memory, True)
+        reused = run_trace(context, make_caller(), token)
+    with model.context() as context:
+        fresh = run_trace(context, make_caller(), token)
+    return {"reject_case": _summary(samples[2:]), "positive_after_rejects": reused.fingerprint,
+            "positive_fresh": fresh.fingerprint, "same": reused.python_stream == fresh.python_stream}
+
+
+def reject_phases(model, token: int, make_caller, repeat: int) -> dict:
+    """One reject case split into its phases: the context's creation, the trace (attach ... destroy,
+    the decode that fails closed inside it) and the context's release."""
+    phases: dict[str, list[float]] = {"create": [], "trace": [], "free": []}
+    for _ in range(repeat + 2):
+        t0 = time.perf_counter()
+        context = model.context()
+        try:
+            t1 = time.perf_counter()
+            run = run_trace(context, make_caller(reject_index=180), token)
+            t2 = time.perf_counter()
+        finally:
+            context.free()
+        t3 = time.perf_counter()
+        assert run.decode_status != 0, "the rejection did not fail closed"
+        for name, seconds in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
+            phases[name].append(seconds)
+    return {name: _summary(samples[2:]) for name, samples in phases.items()}
+
+
 def profile_rejects(model, token: int, make_caller, path: str) -> None:
     import cProfile
     import pstats
@@ -146,6 +187,12 @@ def main(argv=None) -> int:
     rejects = reject_cases(model, token, make_caller, args.repeat)
     result["reject_case"] = _summary(rejects)
     result["reject_cases_per_s"] = round(len(rejects) / sum(rejects), 2)
+    result["reject_phases"] = reject_phases(model, token, make_caller, args.repeat)
+    try:
+        result["reused_context"] = reused_context(model, token, make_caller, args.repeat)
+    except (AssertionError, AttributeError, OSError) as error:  # a runtime that refuses a reused context
+        result["reused_context"] = {"error": repr(error), "reject_case": {"median_ms": float("nan")},
+                                    "positive_after_rejects": None, "positive_fresh": None}
     result["model_load_s"] = round(load_seconds, 3)
     result["token"] = token
     if args.profile:
@@ -154,6 +201,11 @@ def main(argv=None) -> int:
         row = result[key]
         print(f"{key:17s} median {row['median_ms']:8.3f} ms  p90 {row['p90_ms']:8.3f} ms  "
               f"min {row['min_ms']:8.3f} ms  (n={row['n']})")
+    print("reject case phases: " + ", ".join(f"{name} {row['median_ms']:.3f} ms (p90 {row['p90_ms']:.3f})"
+                                             for name, row in result["reject_phases"].items()))
+    reused = result["reused_context"]
+    print(f"reject case on one reused context: median {reused['reject_case']['median_ms']:.3f} ms; positive "
+          f"trace after the rejects {reused['positive_after_rejects']} vs fresh {reused['positive_fresh']}")
     print(f"traced/untraced: decode {result['decode_ratio']}x, whole case {result['case_ratio']}x; "
           f"model load {result['model_load_s']} s")
     if args.json:

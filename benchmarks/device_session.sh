@@ -249,6 +249,32 @@ certify_slots() {  # warm certifications per "slots:workers" of $SLOT_RUNS (--pa
   done
   return $rc
 }
+timeline() {  # benchmarks/timeline.py on the warm certificate: who shared the GPU when
+  python3 benchmarks/timeline.py "$RES/${CERT:-certificate-warm}.json" --bucket "${BUCKET:-2}"
+}
+reject_family() {  # the 614 reject cases alone, per "slots:workers" of $REJECT_RUNS, each timed
+  local run rc=0
+  for run in ${REJECT_RUNS:-2:8 4:8 2:16 0:8}; do
+    local slots=${run%%:*} workers=${run##*:} t0=$(date +%s%N) cert="$RES/reject-s${run%%:*}-n${run##*:}.json"
+    PALW_GPU_SLOTS=$slots python3 -m pytest conformance/test_reject_index.py -k "reject_v" --palw-model=profile:full \
+        -p no:cacheprovider -q -n "$workers" --palw-certificate "$cert" > "$cert.out" 2>&1 || rc=1
+    echo "reject family, slots $slots, -n $workers: wall $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(tail -n 1 "$cert.out")"
+    python3 benchmarks/timeline.py "$cert" | sed -n '/per module/,/^$/p' | head -n 3
+  done
+  return $rc
+}
+spread() {  # benchmarks/spread_order.py: the warm run's case-seconds dealt evenly over the workers, per order
+  local order
+  for order in ${SPREAD_ORDERS:-longest interleave plain}; do
+    local extra=() t0=$(date +%s%N) cert="$RES/certificate-spread-$order.json"
+    [ "$order" != plain ] && extra=(-p spread_order)
+    SPREAD_FROM="$RES/certificate-warm.json" SPREAD_ORDER=$order PYTHONPATH="$PWD/benchmarks:${PYTHONPATH:-}" \
+        palw certify --model profile:full -n "${WORKERS:-8}" --certificate "$cert" -- -p no:cacheprovider "${extra[@]}" \
+        > "$cert.out" 2>&1
+    echo "order $order: rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    python3 benchmarks/timeline.py "$cert" | sed -n '1p;/per module/,/^$/p' | head -n 7
+  done
+}
 bench_certify() {
   python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-8,12,16}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
@@ -260,7 +286,7 @@ export -f elapsed setup startup build structure smoke smoke_acceptance goldens n
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
 export -f certify_warm vendor_build vendor_wait certify_brought pack_vendor runtime_dir_mutant
 export VENDOR
-export -f carry_to fresh_machine contention slow_case certify_slots build_profile
+export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -306,5 +332,8 @@ step goldens 120 goldens
 step native_selftest 90 native_selftest
 step native_e2e 90 native_e2e
 step bench_decode 90 bench_decode
+step timeline 30 timeline
+step reject_family 200 reject_family
+step spread 200 spread
 step bench_certify 400 bench_certify
 log "done"; pack
