@@ -15,6 +15,10 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/palw-out}; RES=/tmp/palw-results; mkdir -p "$OUT" "$RES"
 START=$(date +%s); STOP_AT=${STOP_AT:-570}; VENDOR=/root/.cache/vendor
 export PYTHONUNBUFFERED=1 PALW_CACHE_DIR=/root/.cache/pytest-palw
+# The image sets PYTHONDONTWRITEBYTECODE=1: every process would compile pytest, the plugin and the
+# suite (assertion rewriting too) from source again. A user's machine writes bytecode by default;
+# certify_nopyc measures the image's way (the figures up to 2026-12-07 were taken so).
+unset PYTHONDONTWRITEBYTECODE
 elapsed() { echo $(( $(date +%s) - START )); }
 log() { echo "== [$(elapsed)s] $*" | tee -a "$RES/steps.log"; }
 pack() { cp "$RES/steps.log" "$OUT/steps.log"; tar czf "$OUT/results.tgz" -C "$RES" . 2>/dev/null; }
@@ -32,8 +36,8 @@ step() {  # step NAME TIMEOUT COMMAND...
   pack; return $rc
 }
 
-setup() {
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+setup() {  # the wheels compiled at install, as a user's pip does (every process imports their bytecode)
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
       --target /tmp/site .carry/whl/*.whl || return 1
   python3 -m pip install -q --no-deps --no-build-isolation --no-index --break-system-packages -e . \
       || return 1
@@ -108,7 +112,10 @@ certify() {  # the README's certification command, timed; the certificate comes 
   echo "palw certify $*: rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
   verdict_line "$RES/$name.json"; return $rc
 }
-certify_warm() { CERT=certificate-warm certify; }  # the same command again: the warm figure and its timeline
+certify_warm() { CERT=certificate-warm certify; }
+certify_nopyc() {  # the warm command as the figures up to 2026-12-07 ran it: no bytecode read or written
+  PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX=/tmp/palw-no-pyc CERT=certificate-nopyc certify
+}  # the same command again: the warm figure and its timeline
 vendor_build() {  # #29: the patched tree built with plain cmake (no palw build); libraries + tools in one directory
   local src arch; src="$(dirname "$MANIFEST")/source"
   if [ ! -d "$src" ]; then  # no palw build in this call: the carried `palw source` tree (seed-patched)
@@ -284,7 +291,7 @@ command -v palw >/dev/null || palw() { python3 -m pytest_palw.cli "$@"; }
 export -f palw 2>/dev/null
 export -f elapsed setup startup build structure smoke smoke_acceptance goldens new_cases native_selftest native_e2e
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
-export -f certify_warm vendor_build vendor_wait certify_brought pack_vendor runtime_dir_mutant
+export -f certify_warm certify_nopyc vendor_build vendor_wait certify_brought pack_vendor runtime_dir_mutant
 export VENDOR
 export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread
 export RES OUT START STOP_AT
@@ -316,6 +323,7 @@ step certify 400 certify
 step certify_setup_plan 120 certify_setup_plan
 step vendor_wait 420 vendor_wait
 step certify_warm 200 certify_warm
+step certify_nopyc 200 certify_nopyc
 step certify_brought 300 certify_brought
 step runtime_dir_mutant 420 runtime_dir_mutant
 step pack_vendor 60 pack_vendor
