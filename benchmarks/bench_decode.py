@@ -83,17 +83,27 @@ def measure(model, token: int, make_caller, repeat: int) -> dict:
     return result
 
 
-def reject_case(model, token: int, make_caller, index: int = 180) -> float:
-    """One reject case as the suite runs it: fresh context, caller, trace that fails closed."""
-    start = time.perf_counter()
-    with model.context() as context:
+PHASES = ("create", "trace", "free")
+
+
+def reject_case(model, token: int, make_caller, index: int = 180) -> tuple[float, float, float]:
+    """One reject case as the suite runs it (fresh context, caller, trace that fails closed), timed
+    by phase: the context's creation, the trace (attach ... destroy) and the context's release."""
+    t0 = time.perf_counter()
+    context = model.context()
+    try:
+        t1 = time.perf_counter()
         caller = make_caller(reject_index=index)
         run = run_trace(context, caller, token)
+        t2 = time.perf_counter()
+    finally:
+        context.free()
+    t3 = time.perf_counter()
     assert run.decode_status != 0 and caller.rejection_triggered, "the rejection did not fail closed"
-    return time.perf_counter() - start
+    return t1 - t0, t2 - t1, t3 - t2
 
 
-def reject_cases(model, token: int, make_caller, repeat: int) -> list[float]:
+def reject_cases(model, token: int, make_caller, repeat: int) -> list[tuple[float, float, float]]:
     return [reject_case(model, token, make_caller) for _ in range(repeat + 2)][2:]
 
 
@@ -116,26 +126,6 @@ def reused_context(model, token: int, make_caller, repeat: int) -> dict:
         fresh = run_trace(context, make_caller(), token)
     return {"reject_case": _summary(samples[2:]), "positive_after_rejects": reused.fingerprint,
             "positive_fresh": fresh.fingerprint, "same": reused.python_stream == fresh.python_stream}
-
-
-def reject_phases(model, token: int, make_caller, repeat: int) -> dict:
-    """One reject case split into its phases: the context's creation, the trace (attach ... destroy,
-    the decode that fails closed inside it) and the context's release."""
-    phases: dict[str, list[float]] = {"create": [], "trace": [], "free": []}
-    for _ in range(repeat + 2):
-        t0 = time.perf_counter()
-        context = model.context()
-        try:
-            t1 = time.perf_counter()
-            run = run_trace(context, make_caller(reject_index=180), token)
-            t2 = time.perf_counter()
-        finally:
-            context.free()
-        t3 = time.perf_counter()
-        assert run.decode_status != 0, "the rejection did not fail closed"
-        for name, seconds in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
-            phases[name].append(seconds)
-    return {name: _summary(samples[2:]) for name, samples in phases.items()}
 
 
 def profile_rejects(model, token: int, make_caller, path: str) -> None:
@@ -184,10 +174,11 @@ def main(argv=None) -> int:
                            table=table)
 
     result = measure(model, token, make_caller, args.repeat)
-    rejects = reject_cases(model, token, make_caller, args.repeat)
+    phases = reject_cases(model, token, make_caller, args.repeat)
+    rejects = [sum(case) for case in phases]
     result["reject_case"] = _summary(rejects)
     result["reject_cases_per_s"] = round(len(rejects) / sum(rejects), 2)
-    result["reject_phases"] = reject_phases(model, token, make_caller, args.repeat)
+    result["reject_phases"] = {name: _summary([case[i] for case in phases]) for i, name in enumerate(PHASES)}
     try:
         result["reused_context"] = reused_context(model, token, make_caller, args.repeat)
     except (AssertionError, AttributeError, OSError) as error:  # a runtime that refuses a reused context
