@@ -20,7 +20,8 @@ submitted, its value handed to the job as its last argument: what the job needs 
 (a model generated on a cold cache starts processes of its own, which must not exec while a case
 changes the environment). It states nothing itself: its
 value reaches a case's body as a fixture's does, and the body's assertions judge it. An exception in
-a job or its prepare is raised where a case asks for the value.
+a job or its prepare is raised where a case asks for the value; a PalwError there stops the session
+in one line (errors.or_exit; a worker hands the line to the controller).
 
 A job starts its children with ``palw_session.ahead.run`` (subprocess.run with the environment as it
 was when the jobs started). The cases change ``os.environ`` while jobs run (GGML_SCHED_DEBUG around
@@ -43,6 +44,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable
 
 import pytest
+
+from pytest_palw.errors import or_exit
 
 # fixture name -> (job, keys, prepare); one job per name across the suite
 JOBS: dict[str, tuple[Callable, Callable | None, Callable | None]] = {}
@@ -117,7 +120,9 @@ class AheadJobs:
             return future
 
     def result(self, name: str, value):
-        return self.submit(name, value).result()
+        """The job's value, or its exception; a PalwError (the user's environment: a read-only or full
+        cache) stops the session with its one line and exit code, as palw_runtime's does."""
+        return or_exit(lambda: self.submit(name, value).result())
 
     def start(self, items) -> int:
         """Start the job of every @ahead fixture a selected case of a runnable tier will use, in the

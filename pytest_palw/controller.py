@@ -159,11 +159,14 @@ class Controller:
     def pytest_testnodedown(self, node, error) -> None:
         """A worker is done (error None) or died (error: why): its facts, or a crash on record."""
         worker = node.gateway.id
-        facts = getattr(node, "workeroutput", {}).get("palw_facts")
-        if error is not None:
+        output = getattr(node, "workeroutput", {})
+        facts = output.get("palw_facts")
+        if error is None:
+            if facts:
+                self.certificate.merge_facts(facts, worker)
+        # a worker stopped by its case's pytest.exit did not crash: plugin.py stops the run with its line
+        elif not (error == "keyboard-interrupt" and output.get("palw_stop")):
             self.certificate.run.crashed_workers.append(f"{worker} crashed: {str(error)[:200]}")
-        elif facts:
-            self.certificate.merge_facts(facts, worker)
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter kept it
     def pytest_keyboard_interrupt(self, excinfo) -> None:

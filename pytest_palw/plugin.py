@@ -26,6 +26,7 @@ pytest_plugins = ["pytest_palw.pytest_fixtures"]
 
 _KEY = pytest.StashKey["PalwSession"]()
 _CONTROLLER = pytest.StashKey[object]()  # controller.Controller, outside the workers only
+_WORKER_STOP = pytest.StashKey[dict]()  # the first worker's pytest.exit, in the controlling process
 PALW_MARKS = tuple(f"palw_{tier}" for tier in TIERS) + (LAUNCH_MARK,)
 
 
@@ -129,10 +130,26 @@ def pytest_runtestloop(session):
         palw.start_ahead(session)
     try:
         return (yield)
+    except pytest.exit.Exception as stop:  # a case's pytest.exit: a worker hands its line on
+        if (palw := started(session.config)) is not None:
+            palw.stopped(stop)
+        raise
+    except KeyboardInterrupt:  # xdist's Interrupted: it stops the run on a worker's exit status 2
+        stop = session.config.stash.get(_WORKER_STOP, None)
+        if stop is None:
+            raise
+        # that worker's case called pytest.exit: the run stops with its line and code, as in one process
+        pytest.exit(stop["message"], returncode=stop["returncode"])
     finally:
         if (palw := started(session.config)) is not None:
             palw.ahead.stop()
             palw.mark("loop_done")  # before any plugin's finishing work
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's, in the controlling process
+def pytest_testnodedown(node, error):
+    if (stop := getattr(node, "workeroutput", {}).get("palw_stop")) is not None:  # PalwSession.worker_finish
+        node.config.stash.setdefault(_WORKER_STOP, stop)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -64,6 +64,7 @@ class PalwSession:
         self.handed = Handover.from_wire(getattr(config, "workerinput", {}))  # what the controller resolved
         self.runtime_line: str | None = self.handed.runtime_line
         self.last_call: tuple | None = None  # (report, item) of the last call attested here
+        self.stop: dict | None = None  # a case's pytest.exit: {"message", "returncode"} (stopped)
         self.ahead = AheadJobs(self)  # @ahead fixtures' work (ahead.py)
 
     def option(self, dest: str) -> str | None:
@@ -178,9 +179,19 @@ class PalwSession:
 
         return mmvq_positions(expected_launches(self.resolved_model.profile))
 
+    def stopped(self, stop) -> None:
+        """A case stopped the session with pytest.exit (or_exit: the cause and the fix in one line)."""
+        self.stop = {"message": str(stop.msg), "returncode": stop.returncode}
+
     def worker_finish(self, session) -> None:
         if self.worker_id is not None:
-            session.config.workeroutput["palw_facts"] = self.facts()
+            output = session.config.workeroutput
+            output["palw_facts"] = self.facts()
+            if self.stop is not None:  # for the controller to stop with (Controller.pytest_runtestloop)
+                output["palw_stop"] = self.stop
+                # xdist stops the run cleanly only on status 2 ("keyboard-interrupt"); any other status
+                # with a case in flight is an INTERNALERROR that hides the line
+                output["exitstatus"] = int(pytest.ExitCode.INTERRUPTED)
 
     # -- what this process runs: handed by the controller, else resolved here on first use ----------
     @cached_property

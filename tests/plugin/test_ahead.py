@@ -134,6 +134,35 @@ def test_keyed(key, keyed):
     result.stdout.fnmatch_lines(["*ValueError: the job broke*", "FAILED test_jobs.py::test_keyed[[]broken[]]*"])
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_job_s_palw_error_stops_the_run_in_one_line(pytester, marks, workers):
+    """A PalwError of a job or its prepare is the user's environment (a read-only or full cache):
+    the run stops with its one line and exit code, as palw_runtime's does, not a traceback per case."""
+    pytester.makepyfile(test_jobs=JOBS + '''
+from pytest_palw.errors import CacheError
+
+
+def unwritable(palw_session, key):
+    raise CacheError(f"cannot write {key}.gguf")
+
+
+@ahead(keys=lambda item: [item.callspec.params["key"]], prepare=unwritable)
+def cached(palw_session, key, value):
+    return key
+
+
+@pytest.mark.parametrize("key", ["a", "b"])
+def test_cached(key, cached):
+    assert cached(key) == key
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *workers)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 2, output[-3000:]
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output[-3000:]
+    assert any("palw: cannot write a.gguf: the pytest-palw cache must be a writable directory" in line
+               for line in result.stdout.lines[-3:]), result.stdout.str()[-3000:]
+
+
 def test_prepare_runs_in_the_cases_thread_before_its_job(pytester, marks):
     pytester.makepyfile(test_jobs=JOBS + '''
 import threading

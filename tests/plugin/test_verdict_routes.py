@@ -54,8 +54,8 @@ def _hooks(case):
         raise AssertionError(f"{case} fails on purpose")
     if os.environ.get("TOY_KILL") == case and os.environ.get("PYTEST_XDIST_WORKER"):
         os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get("TOY_EXIT") == case and os.environ.get("PYTEST_XDIST_WORKER"):
-        pytest.exit("palw: the toy runtime stopped the session", returncode=7)
+    if os.environ.get("TOY_EXIT") == case:
+        pytest.exit("palw: the toy runtime stopped the session: fix the toy", returncode=7)
 
 
 @pytest.mark.parametrize("index", range(6))
@@ -372,11 +372,20 @@ def test_a_worker_killed_inside_a_case_is_refused(toy, monkeypatch, restarts):
         assert _verdict(document)["passed"] < TOY_CASES - 1
 
 
-def test_pytest_exit_in_a_worker_is_refused(toy, monkeypatch):
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_pytest_exit_in_a_case_is_refused_with_its_line_and_code(toy, monkeypatch, workers):
+    """A case's pytest.exit (or_exit: a user's environment, in one line) stops the run with that
+    line and exit code, in a worker as in one process: not xdist's "keyboard-interrupt" or an
+    INTERNALERROR traceback that hides the cause."""
     monkeypatch.setenv("TOY_EXIT", "test_index[3]")
-    document, result = toy("-n", "2")
-    assert result.ret != 0
-    _refused(document, result, "expected case(s) never reported", "pytest exited with status")
+    document, result = toy(*workers)
+    assert result.ret == 7, result.stdout.str()[-3000:]
+    line = "palw: the toy runtime stopped the session: fix the toy"
+    _refused(document, result, "expected case(s) never reported", f"the run was interrupted (Exit: {line})",
+             "pytest exited with status 7")
+    assert "keyboard-interrupt" not in _reasons(document)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert any(line in text for text in result.stdout.lines[-4:]), result.stdout.lines[-4:]
 
 
 def test_an_outcome_pytest_does_not_name_is_refused(toy):
