@@ -6,6 +6,7 @@ each leaves cases of the suite unrun, and an unrun claim is not a certified one.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +20,11 @@ def conformance_modules() -> set[str]:
 
 
 def in_suite(path) -> bool:
+    return _in_suite(str(path))
+
+
+@functools.lru_cache(maxsize=256)  # a collection's 3 075 cases come from a few files: resolved once each
+def _in_suite(path: str) -> bool:
     return paths.CONFORMANCE_DIR in Path(path).resolve().parents
 
 
