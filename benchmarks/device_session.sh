@@ -282,6 +282,30 @@ spread() {  # benchmarks/spread_order.py: the warm run's case-seconds dealt even
     python3 benchmarks/timeline.py "$cert" | sed -n '1p;/per module/,/^$/p' | head -n 7
   done
 }
+reuse() {  # benchmarks/reuse_context.py: the reject cases on one context per process (a claim change, timed)
+  local run
+  for run in ${REUSE_RUNS:-alone spread family}; do
+    local extra=(-p reuse_context) t0=$(date +%s%N) cert="$RES/certificate-reuse-$run.json"
+    [ "$run" = spread ] && extra+=(-p spread_order)
+    if [ "$run" = family ]; then
+      PYTHONPATH="$PWD/benchmarks:${PYTHONPATH:-}" python3 -m pytest conformance/test_reject_index.py -k "reject_v" \
+          --palw-model=profile:full -p no:cacheprovider -q -n "${WORKERS:-8}" "${extra[@]}" --palw-certificate "$cert" \
+          > "$cert.out" 2>&1
+    else
+      SPREAD_FROM="$RES/certificate-warm.json" SPREAD_ORDER=longest PYTHONPATH="$PWD/benchmarks:${PYTHONPATH:-}" \
+          palw certify --model profile:full -n "${WORKERS:-8}" --certificate "$cert" -- -p no:cacheprovider \
+          "${extra[@]}" > "$cert.out" 2>&1
+    fi
+    echo "reuse $run: rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(tail -n 1 "$cert.out")"
+    python3 - "$cert" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); cases = d.get("cases") or []
+bad = [c["nodeid"] for c in cases if c.get("outcome") not in ("passed", "skipped")]
+print("  not passed:", len(bad), bad[:4])
+PY
+    python3 benchmarks/timeline.py "$cert" | sed -n '1p;/per module/,/^$/p' | head -n 7
+  done
+}
 bench_certify() {
   python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-8,12,16}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
@@ -293,7 +317,7 @@ export -f elapsed setup startup build structure smoke smoke_acceptance goldens n
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
 export -f certify_warm certify_nopyc vendor_build vendor_wait certify_brought pack_vendor runtime_dir_mutant
 export VENDOR
-export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread
+export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread reuse
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -343,5 +367,6 @@ step bench_decode 90 bench_decode
 step timeline 30 timeline
 step reject_family 200 reject_family
 step spread 200 spread
+step reuse 200 reuse
 step bench_certify 400 bench_certify
 log "done"; pack
