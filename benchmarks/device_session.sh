@@ -306,6 +306,17 @@ PY
     python3 benchmarks/timeline.py "$cert" | sed -n '1p;/per module/,/^$/p' | head -n 7
   done
 }
+preload() {  # benchmarks/preload.py: each worker loads the runtime, the model and the discovery beside its collection
+  local run
+  for run in ${PRELOAD_RUNS:-preload preload+reuse}; do
+    local extra=(-p preload) t0=$(date +%s%N) cert="$RES/certificate-$run.json"
+    [ "$run" = preload+reuse ] && extra+=(-p reuse_context)
+    PYTHONPATH="$PWD/benchmarks:${PYTHONPATH:-}" palw certify --model profile:full -n "${WORKERS:-8}" \
+        --certificate "$cert" -- -p no:cacheprovider "${extra[@]}" > "$cert.out" 2>&1
+    echo "$run: rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(tail -n 1 "$cert.out")"
+    python3 benchmarks/timeline.py "$cert" | sed -n '1,12p;/per module/,/^$/p' | head -n 20
+  done
+}
 bench_certify() {
   python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-8,12,16}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
@@ -317,7 +328,7 @@ export -f elapsed setup startup build structure smoke smoke_acceptance goldens n
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
 export -f certify_warm certify_nopyc vendor_build vendor_wait certify_brought pack_vendor runtime_dir_mutant
 export VENDOR
-export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread reuse
+export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread reuse preload
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -368,5 +379,6 @@ step timeline 30 timeline
 step reject_family 200 reject_family
 step spread 200 spread
 step reuse 200 reuse
+step preload 120 preload
 step bench_certify 400 bench_certify
 log "done"; pack
