@@ -181,7 +181,9 @@ class PalwSession:
 
     def stopped(self, stop) -> None:
         """A case stopped the session with pytest.exit (or_exit: the cause and the fix in one line)."""
-        self.stop = {"message": str(stop.msg), "returncode": stop.returncode}
+        code = stop.returncode  # execnet sends plain values only: an ExitCode (IntEnum) as its int
+        code = int(code) if isinstance(code, int) else None if code is None else int(pytest.ExitCode.INTERRUPTED)
+        self.stop = {"message": str(stop.msg), "returncode": code}
 
     def worker_finish(self, session) -> None:
         if self.worker_id is not None:

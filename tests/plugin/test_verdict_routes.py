@@ -388,6 +388,18 @@ def test_pytest_exit_in_a_case_is_refused_with_its_line_and_code(toy, monkeypatc
     assert any(line in text for text in result.stdout.lines[-4:]), result.stdout.lines[-4:]
 
 
+def test_pytest_exit_with_an_exit_code_enum_in_a_worker_keeps_its_line(toy, pytester):
+    """pytest.ExitCode (an IntEnum) as the code: execnet cannot send an enum, so the worker hands an int."""
+    (pytester.path / "enum_exit.py").write_text(
+        "import pytest\n\n\ndef pytest_runtest_call(item):\n    if item.name == 'test_index[3]':\n"
+        "        pytest.exit('palw: the toy runtime stopped the session: fix the toy', "
+        "returncode=pytest.ExitCode.USAGE_ERROR)\n")
+    document, result = toy("-p", "enum_exit", "-n", "2")
+    assert result.ret == 4, result.stdout.str()[-3000:]
+    _refused(document, result, "the run was interrupted (Exit: palw: the toy runtime stopped the session: fix the toy)")
+    assert " crashed: " not in _reasons(document)
+
+
 def test_an_outcome_pytest_does_not_name_is_refused(toy):
     document, result = toy("-p", "toy_rerun")
     assert result.ret == 0  # pytest counts a "rerun" as nothing
