@@ -19,12 +19,8 @@ def conformance_modules() -> set[str]:
     return {path.name for path in paths.CONFORMANCE_DIR.glob("test_*.py")}
 
 
-def in_suite(path) -> bool:
-    return _in_suite(str(path))
-
-
 @functools.lru_cache(maxsize=256)  # a collection's 3 075 cases come from a few files: resolved once each
-def _in_suite(path: str) -> bool:
+def in_suite(path) -> bool:
     return paths.CONFORMANCE_DIR in Path(path).resolve().parents
 
 

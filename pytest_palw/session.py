@@ -181,15 +181,16 @@ class PalwSession:
 
     def stopped(self, stop) -> None:
         """A case stopped the session with pytest.exit (or_exit: the cause and the fix in one line)."""
-        code = stop.returncode  # execnet sends plain values only: an ExitCode (IntEnum) as its int
-        code = int(code) if isinstance(code, int) else None if code is None else int(pytest.ExitCode.INTERRUPTED)
+        code = stop.returncode
+        if code is not None:  # execnet sends plain values only: an ExitCode (IntEnum) as its int
+            code = int(code) if isinstance(code, int) else int(pytest.ExitCode.INTERRUPTED)
         self.stop = {"message": str(stop.msg), "returncode": code}
 
     def worker_finish(self, session) -> None:
         if self.worker_id is not None:
             output = session.config.workeroutput
             output["palw_facts"] = self.facts()
-            if self.stop is not None:  # for the controller to stop with (Controller.pytest_runtestloop)
+            if self.stop is not None:  # for the controlling process to stop with (plugin.pytest_runtestloop)
                 output["palw_stop"] = self.stop
                 # xdist stops the run cleanly only on status 2 ("keyboard-interrupt"); any other status
                 # with a case in flight is an INTERNALERROR that hides the line
