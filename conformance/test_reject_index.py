@@ -52,7 +52,9 @@ def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime,
     lib, ffi = palw_runtime.lib, palw_runtime.ffi
     caller = palw_caller(version=version, reject_index=index)
     before = _request_bytes(ffi, caller)
-    run = run_trace(palw_context(), caller, palw_token)
+    context = palw_context()
+    run = run_trace(context, caller, palw_token)
+    context.free()  # its GPU slot goes back now, not after this case's checks, report and teardown
     _check_rejection(run, caller, index, lib, before, _request_bytes(ffi, caller))
     assert caller.refused is not None, "approve never saw the association it refused"
     assert refused_mismatches(lib, caller.refused, launch, loaded_weights) == []
