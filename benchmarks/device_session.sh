@@ -317,6 +317,28 @@ preload() {  # benchmarks/preload.py: each worker loads the runtime, the model a
     python3 benchmarks/timeline.py "$cert" | sed -n '1,12p;/per module/,/^$/p' | head -n 20
   done
 }
+lanes() {  # benchmarks/lanes.py: the reject cases in dedicated workers, per "lane workers:slots" of $LANE_RUNS
+  local run
+  for run in ${LANE_RUNS:-0:2 2:2 2:3 3:3}; do
+    local nodes=${run%%:*} slots=${run##*:}
+    local t0=$(date +%s%N) cert="$RES/certificate-lanes-$nodes-$slots.json"
+    rm -rf "$RES/slots-$nodes-$slots"
+    LANE_NODES=$nodes PALW_GPU_SLOTS=$slots SLOT_TIMES="$RES/slots-$nodes-$slots" PYTHONPATH="$PWD/benchmarks:${PYTHONPATH:-}" \
+        palw certify --model profile:full -n "${WORKERS:-8}" --certificate "$cert" -- -p no:cacheprovider -p lanes \
+        > "$cert.out" 2>&1
+    echo "lanes $nodes, slots $slots: rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(tail -n 1 "$cert.out")"
+    python3 benchmarks/timeline.py "$cert" | sed -n '1p;/per module/,/^$/p' | head -n 6
+    python3 - "$RES/slots-$nodes-$slots" <<'PY'
+import json, statistics, sys
+from pathlib import Path
+for path in sorted(Path(sys.argv[1]).glob("*.json")):
+    t = json.loads(path.read_text()); w, h = t["wait"], t["hold"]
+    if w:
+        print(f"  {path.stem}: {len(w)} takes, wait {sum(w):.1f} s (median {statistics.median(w)*1e3:.1f} ms), "
+              f"hold {sum(h):.1f} s (median {statistics.median(h)*1e3:.1f} ms)")
+PY
+  done
+}
 bench_certify() {
   python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-8,12,16}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
@@ -328,7 +350,7 @@ export -f elapsed setup startup build structure smoke smoke_acceptance goldens n
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
 export -f certify_warm certify_nopyc vendor_build vendor_wait certify_brought pack_vendor runtime_dir_mutant
 export VENDOR
-export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread reuse preload
+export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread reuse preload lanes
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -380,5 +402,6 @@ step reject_family 200 reject_family
 step spread 200 spread
 step reuse 200 reuse
 step preload 120 preload
+step lanes 300 lanes
 step bench_certify 400 bench_certify
 log "done"; pack
