@@ -317,18 +317,20 @@ preload() {  # benchmarks/preload.py: each worker loads the runtime, the model a
     python3 benchmarks/timeline.py "$cert" | sed -n '1,12p;/per module/,/^$/p' | head -n 20
   done
 }
-lanes() {  # benchmarks/lanes.py: the reject cases in dedicated workers, per "lane workers:slots" of $LANE_RUNS
-  local run
-  for run in ${LANE_RUNS:-0:2 2:2 2:3 3:3}; do
-    local nodes=${run%%:*} slots=${run##*:}
-    local t0=$(date +%s%N) cert="$RES/certificate-lanes-$nodes-$slots.json"
-    rm -rf "$RES/slots-$nodes-$slots"
-    LANE_NODES=$nodes PALW_GPU_SLOTS=$slots SLOT_TIMES="$RES/slots-$nodes-$slots" PYTHONPATH="$PWD/benchmarks:${PYTHONPATH:-}" \
+lanes() {  # benchmarks/lanes.py: the reject cases in dedicated workers, per "lane workers:slots[:s]" of
+  local run  # $LANE_RUNS (":s": strict, LANE_STRICT=1: no other worker takes a reject case)
+  for run in ${LANE_RUNS:-0:2 1:1:s 1:2:s 2:2:s 1:2}; do
+    local nodes=${run%%:*} rest=${run#*:} strict=0
+    local slots=${rest%%:*}; [[ "$run" == *:s ]] && strict=1
+    local t0=$(date +%s%N) cert="$RES/certificate-lanes-${run//:/-}.json"
+    rm -rf "$RES/slots-${run//:/-}"
+    LANE_NODES=$nodes LANE_STRICT=$strict PALW_GPU_SLOTS=$slots SLOT_TIMES="$RES/slots-${run//:/-}" \
+        PYTHONPATH="$PWD/benchmarks:${PYTHONPATH:-}" \
         palw certify --model profile:full -n "${WORKERS:-8}" --certificate "$cert" -- -p no:cacheprovider -p lanes \
         > "$cert.out" 2>&1
-    echo "lanes $nodes, slots $slots: rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(tail -n 1 "$cert.out")"
+    echo "lanes $nodes, slots $slots, strict $strict: rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(tail -n 1 "$cert.out")"
     python3 benchmarks/timeline.py "$cert" | sed -n '1p;/per module/,/^$/p' | head -n 6
-    python3 - "$RES/slots-$nodes-$slots" <<'PY'
+    python3 - "$RES/slots-${run//:/-}" <<'PY'
 import json, statistics, sys
 from pathlib import Path
 for path in sorted(Path(sys.argv[1]).glob("*.json")):
