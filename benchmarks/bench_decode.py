@@ -107,6 +107,36 @@ def reject_cases(model, token: int, make_caller, repeat: int) -> list[tuple[floa
     return [reject_case(model, token, make_caller) for _ in range(repeat + 2)][2:]
 
 
+def reject_throughput(model, token: int, make_caller, threads: int, cases: int) -> dict:
+    """Reject cases served per second by ``threads`` threads of this one process (one CUDA context;
+    each case still on its own fresh llama context), each checked as the suite's reject case checks
+    its counts. Processes time-slice the GPU (two serve no more cases a second than one); threads
+    of one process might not. The indices are spread over the trace."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    indices = [(i * 7) % V2_COUNT for i in range(cases)]
+    failed: list[int] = []
+
+    def work(chunk: list[int]) -> None:
+        for index in chunk:
+            context = model.context()
+            try:
+                caller = make_caller(reject_index=index)
+                run = run_trace(context, caller, token)
+            finally:
+                context.free()
+            if not (run.decode_status not in (None, 0) and caller.rejection_triggered
+                    and caller.approved == index and run.accepted == index and len(caller.faults) == 1):
+                failed.append(index)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(work, [indices[t::threads] for t in range(threads)]))
+    elapsed = time.perf_counter() - start
+    return {"threads": threads, "cases": cases, "seconds": round(elapsed, 3),
+            "cases_per_s": round(cases / elapsed, 1), "failed": len(failed), "failed_indices": failed[:10]}
+
+
 def reused_context(model, token: int, make_caller, repeat: int) -> dict:
     """What one context per process would cost: reject cases on one context, its memory cleared
     before each (llama_memory_clear), then a positive trace on it against a fresh context's."""
@@ -151,6 +181,10 @@ def main(argv=None) -> int:
                         help="hold one of N machine-wide GPU slots per context, as the plugin does "
                              "(--palw-gpu-slots); default 0: no limit")
     parser.add_argument("--member", type=int, default=0, help="this process's number among its peers (slots)")
+    parser.add_argument("--threads", default="",
+                        help="also time reject cases per second with each of these thread counts of this "
+                             "process, e.g. 1,2,4 (--threads-cases each)")
+    parser.add_argument("--threads-cases", type=int, default=240)
     parser.add_argument("--profile", help="cProfile 20 reject cases (index 180) into this file and "
                                           "print the top functions")
     args = parser.parse_args(argv)
@@ -188,6 +222,8 @@ def main(argv=None) -> int:
     result["token"] = token
     if args.profile:
         profile_rejects(model, token, make_caller, args.profile)
+    result["reject_threads"] = [reject_throughput(model, token, make_caller, int(n), args.threads_cases)
+                                for n in filter(None, args.threads.split(","))]
     for key in ("untraced_decode", "traced_decode", "untraced_case", "traced_case", "reject_case"):
         row = result[key]
         print(f"{key:17s} median {row['median_ms']:8.3f} ms  p90 {row['p90_ms']:8.3f} ms  "
@@ -199,6 +235,10 @@ def main(argv=None) -> int:
           f"trace after the rejects {reused['positive_after_rejects']} vs fresh {reused['positive_fresh']}")
     print(f"traced/untraced: decode {result['decode_ratio']}x, whole case {result['case_ratio']}x; "
           f"model load {result['model_load_s']} s")
+    for row in result["reject_threads"]:
+        print(f"reject cases, {row['threads']} thread(s) of one process: {row['cases_per_s']} a second "
+              f"({row['cases']} in {row['seconds']} s), {row['failed']} not as the suite expects "
+              f"{row['failed_indices']}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0

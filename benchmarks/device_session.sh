@@ -103,7 +103,7 @@ native_e2e() {  # native/tests/ggml_trace_e2e.sh on this build's ggml (no standa
 }
 bench_decode() {
   python3 benchmarks/bench_decode.py --lib "$MANIFEST" --model "$MODEL" --repeat 20 \
-      --json "$RES/bench_decode.json" --profile "$RES/reject.prof"
+      --json "$RES/bench_decode.json" --profile "$RES/reject.prof" --threads "${BENCH_THREADS:-1,2,4}"
 }
 certify() {  # the README's certification command, timed; the certificate comes back
   local t0=$(date +%s%N) name=${CERT:-certificate}
