@@ -41,6 +41,7 @@ class Controller:
         self.load_probe: LoadProbe | None = None
         self.preflight_failed = False
         self.handover: Handover | None = None  # what preflight resolved, for every worker
+        self.stopped_workers: set[str] = set()  # workers a case's pytest.exit stopped (not crashed)
         chosen = session.option("palw_certificate")
         self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
         # Again (plugin.pytest_load_initial_conftests did it for the command line, the environment
@@ -128,7 +129,7 @@ class Controller:
     def pytest_runtest_logreport(self, report) -> None:
         case_id = inventories.case_id(report.nodeid, report.location[0] if report.location else "",
                                       self.config.rootpath)
-        if case_id is None:
+        if case_id is None or self.stopped_case(report):
             return
         certificate = self.certificate
         inventory = certificate.inventory
@@ -136,6 +137,13 @@ class Controller:
         status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
         self.check_launch(case_id, report)
         certificate.record(case_id, report, tier or tier_of(report.keywords), category_of(report, status))
+
+    def stopped_case(self, report) -> bool:
+        """xdist's crash report (``when`` "???") of the case whose pytest.exit stopped its worker: that
+        case did not crash, its body never ended, as in one process (its setup report stands)."""
+        node = getattr(report, "node", None)
+        return (report.when not in ("setup", "call", "teardown") and node is not None
+                and node.gateway.id in self.stopped_workers)
 
     def check_launch(self, case_id: str, report) -> None:
         """A report's launch (session.attest) must be the one its case's inventory family and index
@@ -165,7 +173,9 @@ class Controller:
             if facts:
                 self.certificate.merge_facts(facts, worker)
         # a worker stopped by its case's pytest.exit did not crash: plugin.py stops the run with its line
-        elif not (error == "keyboard-interrupt" and output.get("palw_stop")):
+        elif error == "keyboard-interrupt" and output.get("palw_stop"):
+            self.stopped_workers.add(worker)  # before xdist reports its running case (stopped_case)
+        else:
             self.certificate.run.crashed_workers.append(f"{worker} crashed: {str(error)[:200]}")
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter kept it

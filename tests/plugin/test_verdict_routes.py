@@ -376,13 +376,21 @@ def test_a_worker_killed_inside_a_case_is_refused(toy, monkeypatch, restarts):
 def test_pytest_exit_in_a_case_is_refused_with_its_line_and_code(toy, monkeypatch, workers):
     """A case's pytest.exit (or_exit: a user's environment, in one line) stops the run with that
     line and exit code, in a worker as in one process: not xdist's "keyboard-interrupt" or an
-    INTERNALERROR traceback that hides the cause."""
+    INTERNALERROR traceback that hides the cause. The stopping case is the same in both: its body
+    never ran to its end, and it crashed nothing (xdist's crash report of its worker is not a crash).
+    Whether other cases went unreported depends, under xdist, on what the other worker had left."""
     monkeypatch.setenv("TOY_EXIT", "test_index[3]")
     document, result = toy(*workers)
     assert result.ret == 7, result.stdout.str()[-3000:]
     line = "palw: the toy runtime stopped the session: fix the toy"
-    _refused(document, result, "expected case(s) never reported", f"the run was interrupted (Exit: {line})",
-             "pytest exited with status 7")
+    _refused(document, result, f"the run was interrupted (Exit: {line})", "pytest exited with status 7",
+             "case(s) whose body never ran to its end (first: conformance/test_claims.py::test_index[3])")
+    if not workers:
+        _refused(document, result, "expected case(s) never reported")
+    assert "crashed" not in _reasons(document)
+    stopping = next(case for case in document["cases"] if case["id"] == "conformance/test_claims.py::test_index[3]")
+    assert stopping["state"] == "body not reached" and not stopping.get("crashed"), stopping
+    assert _verdict(document)["passed"] < TOY_CASES
     assert "keyboard-interrupt" not in _reasons(document)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert any(line in text for text in result.stdout.lines[-4:]), result.stdout.lines[-4:]
