@@ -41,7 +41,9 @@ class Controller:
         self.load_probe: LoadProbe | None = None
         self.preflight_failed = False
         self.handover: Handover | None = None  # what preflight resolved, for every worker
-        self.stopped_workers: set[str] = set()  # workers a case's pytest.exit stopped (not crashed)
+        # the workers a case's pytest.exit stopped (not crashed), as objects: xdist's replacement of
+        # one takes its id, and a crash of that replacement is a crash
+        self.stopped_workers: list = []
         chosen = session.option("palw_certificate")
         self.path = Path(chosen).resolve() if chosen else None  # fixed now: a case may change the cwd
         # Again (plugin.pytest_load_initial_conftests did it for the command line, the environment
@@ -142,8 +144,7 @@ class Controller:
         """xdist's crash report (``when`` "???") of the case whose pytest.exit stopped its worker: that
         case did not crash, its body never ended, as in one process (its setup report stands)."""
         node = getattr(report, "node", None)
-        return (report.when not in ("setup", "call", "teardown") and node is not None
-                and node.gateway.id in self.stopped_workers)
+        return report.when not in ("setup", "call", "teardown") and any(node is w for w in self.stopped_workers)
 
     def check_launch(self, case_id: str, report) -> None:
         """A report's launch (session.attest) must be the one its case's inventory family and index
@@ -174,7 +175,7 @@ class Controller:
                 self.certificate.merge_facts(facts, worker)
         # a worker stopped by its case's pytest.exit did not crash: plugin.py stops the run with its line
         elif error == "keyboard-interrupt" and output.get("palw_stop"):
-            self.stopped_workers.add(worker)  # before xdist reports its running case (stopped_case)
+            self.stopped_workers.append(node)  # before xdist reports its running case (stopped_case)
         else:
             self.certificate.run.crashed_workers.append(f"{worker} crashed: {str(error)[:200]}")
 

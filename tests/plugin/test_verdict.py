@@ -224,3 +224,22 @@ def test_a_failing_tier_check_exits_with_its_own_code():
         skip_if_tier_unavailable(session, item=SimpleNamespace(keywords={"palw_gpu": True}))
     assert stopped.value.returncode == RuntimeLibraryError.exit_code
     assert str(stopped.value.msg).startswith("palw: libllama.so could not be loaded")
+
+
+def test_only_the_worker_a_pytest_exit_stopped_has_its_crash_report_set_aside():
+    """xdist's crash report of the case whose pytest.exit stopped its worker is not a crash. xdist
+    replaces that worker under the same id: a crash of the replacement is still a crash."""
+    from pytest_palw.certificate import Certificate
+    from pytest_palw.controller import Controller
+
+    controller = Controller.__new__(Controller)  # the two hooks under test read these two fields only
+    controller.certificate, controller.stopped_workers = Certificate(), []
+    stopped = SimpleNamespace(gateway=SimpleNamespace(id="gw1"),
+                              workeroutput={"palw_stop": {"message": "palw: stop", "returncode": 7}})
+    replacement = SimpleNamespace(gateway=SimpleNamespace(id="gw1"), workeroutput={})
+    controller.pytest_testnodedown(stopped, "keyboard-interrupt")
+    assert controller.stopped_case(SimpleNamespace(when="???", node=stopped))
+    assert not controller.stopped_case(SimpleNamespace(when="call", node=stopped))
+    assert not controller.stopped_case(SimpleNamespace(when="???", node=replacement))
+    controller.pytest_testnodedown(replacement, "Not properly terminated")
+    assert controller.certificate.run.crashed_workers == ["gw1 crashed: Not properly terminated"]
