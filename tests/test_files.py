@@ -35,25 +35,26 @@ def test_an_os_error_is_one_line_naming_the_file_and_the_fix(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def _killed_writer(path, *, hold_s: float = 0.0):
+def _killed_writer(path, *, hold: bool = False):
     """A real writer of ``path`` in a child process: it writes its temporary, then is killed with
-    SIGKILL inside the write (no cleanup runs), or, with ``hold_s``, waits that long and finishes."""
+    SIGKILL inside the write (no cleanup runs), or, with ``hold``, waits for a line on its stdin and
+    finishes."""
     import subprocess
     import sys
     import textwrap
 
     code = textwrap.dedent(f"""
-        import os, signal, sys, time
+        import os, signal, sys
         from pytest_palw.files import whole
         with whole({str(path)!r}) as temporary:
             temporary.write_text("written by " + str(os.getpid()))
             print("ready", flush=True)
-            if {hold_s!r}:
-                time.sleep({hold_s!r})
+            if {hold!r}:
+                sys.stdin.readline()
             else:
                 os.kill(os.getpid(), signal.SIGKILL)
     """)
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def test_a_killed_writers_old_temporary_is_swept_by_the_next_write(tmp_path):
@@ -75,10 +76,11 @@ def test_a_young_temporary_is_left_to_its_writer(tmp_path):
     """A temporary touched within the hour may be a live writer's (another process, another host on a
     shared cache): the next write leaves it, and that writer still finishes whole."""
     path = tmp_path / "entry.json"
-    writer = _killed_writer(path, hold_s=2.0)
+    writer = _killed_writer(path, hold=True)
     assert writer.stdout.readline().strip() == "ready"
     write_whole(path, "mine\n")
     assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
-    assert writer.wait(timeout=60) == 0
+    writer.communicate("go\n", timeout=60)
+    assert writer.returncode == 0
     assert path.read_text() == f"written by {writer.pid}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["entry.json"]
