@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -20,14 +22,26 @@ def cpu_manifest(sdist_source) -> Manifest:
     return api.build("cpu", install_binding=False)
 
 
-def test_manifest_lists_every_input(cpu_manifest):
+def test_manifest_lists_every_input(cpu_manifest, sdist_source):
+    # The build may be a cache hit made by another checkout (CI keeps the cache, the clone is new): the key
+    # is the inputs' content, so each input is checked against this checkout's file, by name and digest,
+    # never by the path the building checkout recorded (it may be gone).
     inputs = cpu_manifest.inputs
-    assert inputs["sdist"]["sha256"] == sha256_file(Path(inputs["sdist"]["path"]))
+    assert inputs["sdist"]["sha256"] == sdist_source.ref.sha256
     assert inputs["seed_patch"]["sha256"] == sha256_file(paths.SEED_PATCH)
-    for overlay in inputs["overlays"]:
-        assert overlay["sha256"] == sha256_file(Path(overlay["path"]))
+    series = [line.split("#", 1)[0].strip() for line in (paths.OVERLAYS_DIR / "series").read_text().splitlines()]
+    listed = [name for name in series if name]
+    assert listed, "patches/overlays/series names no overlay: the pinned-cc overlay is part of every build"
+    assert [Path(entry["path"]).name for entry in inputs["overlays"]] == listed
+    for entry in inputs["overlays"]:
+        assert entry["sha256"] == sha256_file(paths.OVERLAYS_DIR / Path(entry["path"]).name)
     native = inputs["native"]
-    assert native["sha256"] == tree_digest(Path(native["path"]), native["files"])
+    tracked = subprocess.run(["git", "ls-files", "."], cwd=paths.NATIVE_RUNTIME_DIR, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert tracked and set(native["files"]) == set(tracked)
+    for name, digest in native["files"].items():
+        assert digest == hashlib.sha256((paths.NATIVE_RUNTIME_DIR / name).read_bytes()).hexdigest(), name
+    assert native["sha256"] == tree_digest(paths.NATIVE_RUNTIME_DIR)
     assert "palw_cuda_llama_mmvq.h" in native["files"]
     assert cpu_manifest.variant == "cpu" and cpu_manifest.trace
     assert "-DGGML_CUDA_PALW_TRACE=ON" in cpu_manifest.cmake_flags
