@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import time
@@ -13,6 +12,7 @@ import pytest
 from pytest_palw import paths
 from pytest_palw.builder import api
 from pytest_palw.builder.manifest import MANIFEST_NAME, Manifest
+from pytest_palw.builder.patching import read_series
 from pytest_palw.cache import sha256_file, tree_digest
 
 
@@ -29,18 +29,17 @@ def test_manifest_lists_every_input(cpu_manifest, sdist_source):
     inputs = cpu_manifest.inputs
     assert inputs["sdist"]["sha256"] == sdist_source.ref.sha256
     assert inputs["seed_patch"]["sha256"] == sha256_file(paths.SEED_PATCH)
-    series = [line.split("#", 1)[0].strip() for line in (paths.OVERLAYS_DIR / "series").read_text().splitlines()]
-    listed = [name for name in series if name]
+    listed = read_series(paths.OVERLAYS_DIR)
     assert listed, "patches/overlays/series names no overlay: the pinned-cc overlay is part of every build"
-    assert [Path(entry["path"]).name for entry in inputs["overlays"]] == listed
-    for entry in inputs["overlays"]:
-        assert entry["sha256"] == sha256_file(paths.OVERLAYS_DIR / Path(entry["path"]).name)
+    assert [Path(entry["path"]).name for entry in inputs["overlays"]] == [path.name for path in listed]
+    for entry, path in zip(inputs["overlays"], listed):
+        assert entry["sha256"] == sha256_file(path)
     native = inputs["native"]
     tracked = subprocess.run(["git", "ls-files", "."], cwd=paths.NATIVE_RUNTIME_DIR, capture_output=True,
                              text=True, check=True).stdout.split()
     assert tracked and set(native["files"]) == set(tracked)
     for name, digest in native["files"].items():
-        assert digest == hashlib.sha256((paths.NATIVE_RUNTIME_DIR / name).read_bytes()).hexdigest(), name
+        assert digest == sha256_file(paths.NATIVE_RUNTIME_DIR / name), name
     assert native["sha256"] == tree_digest(paths.NATIVE_RUNTIME_DIR)
     assert "palw_cuda_llama_mmvq.h" in native["files"]
     assert cpu_manifest.variant == "cpu" and cpu_manifest.trace
