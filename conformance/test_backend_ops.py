@@ -26,12 +26,34 @@ GROUPS = {
 }
 
 
-@pytest.mark.parametrize("group", list(GROUPS))
-def test_backend_ops_agree_with_the_cpu_backend(group, palw_session):
-    build = palw_session.build
-    binary = build_binary(build)
+def _group_run(binary, group):
+    """One group's test-backend-ops run: its lookahead job (pytest_palw/lookahead.py). The groups'
+    runs are separate processes; run side by side they share the GPU (and its CPU reference) instead
+    of waiting one after another on one worker."""
     ops, params = GROUPS[group]
-    outcome = run(binary, "CUDA0", ops, params)
+    return run(binary, "CUDA0", ops, params)
+
+
+def _case_key(item) -> tuple[str] | None:
+    if getattr(item, "originalname", "") != "test_backend_ops_agree_with_the_cpu_backend":
+        return None
+    return (item.callspec.params["group"],)
+
+
+@pytest.fixture
+def group_run(request, palw_session):
+    """This case's run, asked for in its body: the binary built here (once, cached), the run started
+    with the next groups' on --palw-lookahead threads of this process, or then."""
+    def take():
+        binary = build_binary(palw_session.build)
+        return palw_session.lookahead.take(request.node, _case_key, _group_run, binary)
+    return take
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_backend_ops_agree_with_the_cpu_backend(group, group_run, palw_session):
+    ops, params = GROUPS[group]
+    outcome = group_run()
     palw_session.notes[f"backend_ops_{group}"] = outcome.as_dict()  # one note per group: workers merge by name
     assert "CUDA0" in outcome.backends, f"test-backend-ops tested no CUDA0 backend:\n{outcome.tail}"
     assert outcome.tested > 0, f"no {ops} case matched {params!r}: the filter selects nothing\n{outcome.tail}"

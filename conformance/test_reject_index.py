@@ -9,11 +9,14 @@ quantization or attention stage, its layer and weight or attention node), is the
 table's launch at that index, and the one fault names that same operation.
 """
 
+from typing import NamedTuple
+
 import pytest
 
 from pytest_palw.fixtures.oracles.launch_table import V2_COUNT
 from pytest_palw.marks import each_launch
 from pytest_palw.runtime.caller import refused_mismatches
+from pytest_palw.runtime.library import PINNED_POLICY
 from pytest_palw.runtime.names import fault_name, status_name
 from pytest_palw.runtime.run import run_trace
 
@@ -44,18 +47,57 @@ def _check_rejection(run, caller, index, lib, before, after):
     assert after == before, "the caller's request was modified"
 
 
-def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime, launch, loaded_weights):
-    """A trace that refuses launch ``index``, checked as the smoke checks --reject-index, and
+class Rejected(NamedTuple):
+    caller: object  # the TraceCaller that refused
+    run: object  # its TraceRun
+    policy: dict  # the fresh context's policy as the runtime reports it
+    before: bytes  # the caller's request before the trace
+    after: bytes  # and after it
+
+
+def _rejected(model, make_caller, token, ffi, version, index) -> Rejected:
+    """The evidence of one reject case: a caller that refuses launch ``index`` of trace ``version``,
+    a fresh context, the trace, the context freed at once (its GPU slot goes back before this case's
+    checks). The reject cases' lookahead job (pytest_palw/lookahead.py): it may run on another
+    thread of this process while the case before runs; the case's body judges what it returns."""
+    caller = make_caller(version=version, reject_index=index)
+    before = _request_bytes(ffi, caller)
+    context = model.context()
+    try:
+        policy = context.policy()
+        run = run_trace(context, caller, token)
+    finally:
+        context.free()
+    return Rejected(caller, run, policy, before, _request_bytes(ffi, caller))
+
+
+VERSIONS = {"test_reject_v2": 2, "test_reject_v1": 1}
+
+
+def _case_key(item) -> tuple[int, int] | None:
+    """(version, index) of a reject case, None for any other case."""
+    version = VERSIONS.get(getattr(item, "originalname", ""))
+    return None if version is None else (version, item.callspec.params["index"])
+
+
+@pytest.fixture
+def rejected(request, palw_session, palw_model, palw_caller, palw_token, palw_runtime):
+    """This case's evidence (``_rejected``), asked for in its body (a runtime error there fails the case):
+    run ahead on --palw-lookahead threads of this process, or then."""
+    return lambda: palw_session.lookahead.take(request.node, _case_key, _rejected, palw_model, palw_caller,
+                                               palw_token, palw_runtime.ffi)
+
+
+def _reject(index, evidence, palw_runtime, launch, loaded_weights):
+    """A trace that refused launch ``index``, checked as the smoke checks --reject-index, and
     the refused launch as the runtime described it against the launch table's ``launch``: its
     class, layer and operation, its shape and, for MMVQ, the weight it reads (the graph tensor of
     the weight's file name)."""
-    lib, ffi = palw_runtime.lib, palw_runtime.ffi
-    caller = palw_caller(version=version, reject_index=index)
-    before = _request_bytes(ffi, caller)
-    context = palw_context()
-    run = run_trace(context, caller, palw_token)
-    context.free()  # its GPU slot goes back now, not after this case's checks, report and teardown
-    _check_rejection(run, caller, index, lib, before, _request_bytes(ffi, caller))
+    lib = palw_runtime.lib
+    rejected: Rejected = evidence()
+    caller = rejected.caller
+    assert rejected.policy == PINNED_POLICY, f"runtime did not honour the pinned context policy: {rejected.policy}"
+    _check_rejection(rejected.run, caller, index, lib, rejected.before, rejected.after)
     assert caller.refused is not None, "approve never saw the association it refused"
     assert refused_mismatches(lib, caller.refused, launch, loaded_weights) == []
     fault = caller.faults[0]
@@ -65,15 +107,13 @@ def _reject(version, index, palw_context, palw_caller, palw_token, palw_runtime,
 
 
 @each_launch("reject V2")
-def test_reject_v2(index, palw_context, palw_caller, palw_token, palw_runtime, launch_table, palw_discovery):
-    _reject(2, index, palw_context, palw_caller, palw_token, palw_runtime, launch_table[index],
-            palw_discovery.loaded_weights)
+def test_reject_v2(index, rejected, palw_runtime, launch_table, palw_discovery):
+    _reject(index, rejected, palw_runtime, launch_table[index], palw_discovery.loaded_weights)
 
 
 @each_launch("reject V1", stream="v1")
-def test_reject_v1(index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table, palw_discovery):
-    _reject(1, index, palw_context, palw_caller, palw_token, palw_runtime, mmvq_table[index],
-            palw_discovery.loaded_weights)
+def test_reject_v1(index, rejected, palw_runtime, mmvq_table, palw_discovery):
+    _reject(index, rejected, palw_runtime, mmvq_table[index], palw_discovery.loaded_weights)
 
 
 @pytest.mark.parametrize("index", [0, V2_COUNT // 2, V2_COUNT - 1])  # the first, middle and last launch

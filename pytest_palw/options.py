@@ -53,6 +53,10 @@ OPTIONS = (
     Option("--palw-gpu-slots", "PALW_GPU_SLOTS", "2",
            "how many processes of this machine drive the GPU at once (a process holds a slot while it has "
            "a live llama context; beyond 2 an H200 time-slices them and slows down); 0 = no limit"),
+    Option("--palw-lookahead", "PALW_LOOKAHEAD", "4",
+           "threads of one process that run the runtime work of its next cases (a reject case's trace, a "
+           "test-backend-ops group) while the case before them runs: one CUDA context, so their kernels overlap; "
+           "0 = each case runs its own, in its call"),
 )
 
 

@@ -143,6 +143,7 @@ def pytest_runtestloop(session):
     finally:
         if (palw := started(session.config)) is not None:
             palw.ahead.stop()
+            palw.lookahead.stop()
             palw.mark("loop_done")  # before any plugin's finishing work
 
 

@@ -51,6 +51,8 @@ def palw_context(palw_model):
 
     ``palw_context(verify=False, **overrides)`` sets other llama_context_params (misuse cases).
     """
+    from pytest_palw.runtime.library import PINNED_POLICY
+
     made = []
 
     def make(eval_owner=None, verify: bool = True, **overrides):
@@ -58,9 +60,7 @@ def palw_context(palw_model):
         made.append(context)
         if verify and not overrides:
             policy = context.policy()
-            expected = {"n_ctx": 512, "n_batch": 1, "n_ubatch": 1, "n_seq_max": 1, "n_threads": 1,
-                        "n_threads_batch": 1}
-            assert policy == expected, f"runtime did not honour the pinned context policy: {policy}"
+            assert policy == PINNED_POLICY, f"runtime did not honour the pinned context policy: {policy}"
         return context
 
     yield make

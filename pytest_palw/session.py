@@ -30,6 +30,7 @@ from pytest_palw.certificate.inventory import witness_id
 from pytest_palw.devices import Device, assign_worker_device, visible_devices, worker_number
 from pytest_palw.errors import or_exit
 from pytest_palw.handed import HANDED
+from pytest_palw.lookahead import Lookahead
 from pytest_palw.marks import LAUNCH_MARK, launch_family
 from pytest_palw.preflight.gpu_share import slots_for
 from pytest_palw.preflight.resolve import Handover, ResolvedModel, choose_build, resolve_model
@@ -73,6 +74,7 @@ class PalwSession:
     # -- the plugin's hooks (plugin.py) hand over to these ----------------------------
     def configure(self) -> None:
         self.gpu_slots  # noqa: B018 - a wrong count is a usage error now, not in the first case
+        self.lookahead  # noqa: B018 - likewise --palw-lookahead
         self.config.pluginmanager.register(_Restamp(self), "palw-restamp")
         if self.worker_id is not None:
             self.device_assignment = assign_worker_device(self.worker_id, self.option("palw_device"))
@@ -100,6 +102,7 @@ class PalwSession:
 
     def setup_case(self, item) -> None:
         self.mark("first_case")
+        self.lookahead.settle(item)
         skip_if_tier_unavailable(self, item)
 
     @contextlib.contextmanager
@@ -259,6 +262,19 @@ class PalwSession:
         if count < 0:
             raise pytest.UsageError(f"--palw-gpu-slots {value!r} is not a count: give 0 (no limit) or more, e.g. 2")
         return count
+
+    @cached_property
+    def lookahead(self) -> Lookahead:
+        """The next cases' runtime work on --palw-lookahead threads (lookahead.py)."""
+        value = self.option("palw_lookahead")
+        try:
+            count = int(value)
+        except ValueError:
+            count = -1
+        if count < 0:
+            raise pytest.UsageError(f"--palw-lookahead {value!r} is not a count: give 0 (each case runs its own "
+                                    "work, in its call) or more, e.g. 4")
+        return Lookahead(count)
 
     @cached_property
     def model(self) -> Model:

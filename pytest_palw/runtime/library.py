@@ -35,6 +35,9 @@ from pytest_palw.runtime.callbacks import eval_callback_address, install
 
 MANIFEST_NAME = "palw-manifest.json"
 CONTEXT_TOKENS = 512  # the smoke's CONTEXT_TOKENS
+# Model.context's policy as Context.policy reads it back from the runtime
+PINNED_POLICY = {"n_ctx": CONTEXT_TOKENS, "n_batch": 1, "n_ubatch": 1, "n_seq_max": 1, "n_threads": 1,
+                 "n_threads_batch": 1}
 INT32_MAX = 2**31 - 1
 PALW_SYMBOL = "llama_palw_cuda_trace_attach_v2"  # a libllama exporting it is a PALW trace build
 
