@@ -341,6 +341,20 @@ for path in sorted(Path(sys.argv[1]).glob("*.json")):
 PY
   done
 }
+lookahead() {  # warm certifications per --palw-lookahead count of $THREAD_RUNS ("N" or "N:spread"), each timed
+  local run rc=0
+  for run in ${THREAD_RUNS:-4 0 8 2}; do
+    local threads=${run%%:*} extra=() t0=$(date +%s%N) cert="$RES/certificate-lookahead-${run//:/-}.json"
+    [[ "$run" == *:spread ]] && extra+=(-p spread_order)
+    PALW_LOOKAHEAD=$threads SPREAD_FROM="$RES/certificate-warm.json" SPREAD_ORDER=longest \
+        PYTHONPATH="$PWD/benchmarks:${PYTHONPATH:-}" palw certify --model profile:full -n "${WORKERS:-8}" \
+        --certificate "$cert" -- -p no:cacheprovider "${extra[@]}" > "$cert.out" 2>&1 || rc=1
+    echo "lookahead $run: wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    verdict_line "$cert" | head -n 3
+    python3 benchmarks/timeline.py "$cert" | sed -n '/per module/,/^$/p' | head -n 5
+  done
+  return $rc
+}
 bench_certify() {
   python3 benchmarks/bench_certify.py --lib "$MANIFEST" --model "$MODEL" --workers "${BENCH_WORKERS:-8,12,16}" \
       --budget-s $(( STOP_AT - $(elapsed) - 20 )) --out "$RES" --json "$RES/bench_certify.json"
@@ -352,7 +366,7 @@ export -f elapsed setup startup build structure smoke smoke_acceptance goldens n
 export -f bench_decode certify pack_build bench_certify verdict_line certify_setup_plan certify_killed mutants
 export -f certify_warm certify_nopyc vendor_build vendor_wait certify_brought pack_vendor runtime_dir_mutant
 export VENDOR
-export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread reuse preload lanes
+export -f carry_to fresh_machine contention slow_case certify_slots build_profile timeline reject_family spread reuse preload lanes lookahead
 export RES OUT START STOP_AT
 log "start $(hostname) $(nproc) cores"
 step setup 120 setup || { log "setup failed: nothing else can run"; pack; exit 1; }
@@ -405,5 +419,6 @@ step spread 200 spread
 step reuse 200 reuse
 step preload 120 preload
 step lanes 300 lanes
+step lookahead 300 lookahead
 step bench_certify 400 bench_certify
 log "done"; pack
