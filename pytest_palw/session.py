@@ -254,27 +254,24 @@ class PalwSession:
 
     @cached_property
     def gpu_slots(self) -> int:
-        value = self.option("palw_gpu_slots")
-        try:
-            count = int(value)
-        except ValueError:
-            count = -1
-        if count < 0:
-            raise pytest.UsageError(f"--palw-gpu-slots {value!r} is not a count: give 0 (no limit) or more, e.g. 2")
-        return count
+        return self._count("palw_gpu_slots", "no limit", 2)
 
     @cached_property
     def lookahead(self) -> Lookahead:
         """The next cases' runtime work on --palw-lookahead threads (lookahead.py)."""
-        value = self.option("palw_lookahead")
+        return Lookahead(self._count("palw_lookahead", "each case runs its own work, in its call", 4))
+
+    def _count(self, dest: str, zero: str, example: int) -> int:
+        """An option that counts (0 or more); anything else is a usage error naming the option."""
+        value = self.option(dest)
         try:
             count = int(value)
         except ValueError:
             count = -1
         if count < 0:
-            raise pytest.UsageError(f"--palw-lookahead {value!r} is not a count: give 0 (each case runs its own "
-                                    "work, in its call) or more, e.g. 4")
-        return Lookahead(count)
+            flag = "--" + dest.replace("_", "-")
+            raise pytest.UsageError(f"{flag} {value!r} is not a count: give 0 ({zero}) or more, e.g. {example}")
+        return count
 
     @cached_property
     def model(self) -> Model:
