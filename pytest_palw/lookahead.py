@@ -2,8 +2,9 @@
 
 One GPU time-slices the processes that drive it, but the threads of one process share its CUDA
 context, so their kernels overlap: one process served 64, 103 and 176 reject cases a second with 1,
-2 and 4 threads (benchmarks/RESULTS.md, 2026-12-07). A family of short GPU cases (the 614 reject
-cases, one fresh context and one trace each) asks here for its evidence:
+2 and 4 threads (benchmarks/RESULTS.md, 2026-12-07). A family of GPU cases (the 614 reject cases,
+one fresh context and one trace each; test-backend-ops' four groups, one child process each) asks
+here for its evidence:
 
     palw_session.lookahead.take(item, key_of, job, *arguments)   # job(*arguments, *key_of(item))
 
