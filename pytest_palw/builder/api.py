@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_palw.builder import carry
-from pytest_palw.builder.config import DEFAULT_CUDA_ARCH, BuildConfig, check_pinned_cc_supported
+from pytest_palw.builder.config import DEFAULT_CUDA_ARCH, RUNTIME_SUBDIR, BuildConfig, check_pinned_cc_supported
 from pytest_palw.builder.cxx_runtime import check_libraries, require_one_runtime
 from pytest_palw.builder.llama_cpp_python import ensure_binding, installed_version
 from pytest_palw.builder.manifest import MANIFEST_NAME, Manifest
@@ -131,7 +131,8 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
         check_pinned_cc_supported(source_dir)
     build_dir = plan.build_dir / BUILD_SUBDIR
     forget_moved_configuration(build_dir, source_dir)
-    cmake_flags = plan.config.cmake_flags(plan.native.path)
+    runtime_dir = _runtime_copy(plan) if plan.config.trace else plan.native.path
+    cmake_flags = plan.config.cmake_flags(runtime_dir)
     run_logged([str(plan.toolchain.cmake), "-S", str(source_dir), "-B", str(build_dir), "-G", "Ninja",
                 *plan.toolchain.cmake_arguments(), *cmake_flags],
                plan.build_dir / "configure.log", step="cmake configure")
@@ -142,7 +143,6 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
     outputs = _outputs(build_dir / "bin", plan.config)
     cxx_runtime = check_libraries(build_dir / "bin", plan.toolchain.cxx)
     require_one_runtime(cxx_runtime, str(plan.toolchain.cxx))
-    _warn_if_native_changed(plan)
     binding = ensure_binding(plan.source.path if plan.source.kind == "sdist" else None,
                              skip=not install_binding)
     manifest = Manifest(
@@ -152,7 +152,7 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
         inputs=_inputs(plan), cmake_flags=cmake_flags, tools=plan.toolchain.versions(),
         outputs=outputs, cxx_runtime=cxx_runtime, source_dir=str(source_dir),
         include_dirs=[str(source_dir / "include"), str(source_dir / "ggml" / "include"),
-                      str(plan.native.path)],
+                      str(runtime_dir)],
         binding_python_path=str(tree.binding_python_path) if tree.binding_python_path else None,
         binding=binding, build_seconds=round(time.monotonic() - started, 1),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -200,13 +200,28 @@ def forget_moved_configuration(build_dir: Path, source_dir: Path) -> None:
     shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
 
 
-def _warn_if_native_changed(plan: Plan) -> None:
-    """The key was taken before compiling; an edit meanwhile means the outputs may not match it.
-    Only a trace build compiles native/ in."""
-    if plan.config.trace and native_runtime(plan.native.path).sha256 != plan.native.sha256:
-        print(f"palw: warning: {plan.native.path} changed during the build; the outputs may not "
-              "match the recorded digests: rerun `palw build --force` once it is stable",
-              file=sys.stderr)
+def _runtime_copy(plan: Plan) -> Path:
+    """The build's own copy of the producer (runtime-palw/cuda), the one CMake compiles: checked
+    against the digest the key was taken from, so an edit after planning stops the build instead
+    of slipping in. Inside the build, its path is the same relative to every build of the cache:
+    ccache serves a build of another checkout (a new CI clone) the objects already compiled."""
+    copy = runtime_copy(plan.native.path, plan.build_dir)
+    if native_runtime(copy).sha256 != plan.native.sha256:
+        shutil.rmtree(copy, ignore_errors=True)
+        raise BuildError(f"{plan.native.path} changed while `palw build` planned (its digest is the cache "
+                         "key's): run the build again once it is stable")
+    return copy
+
+
+def runtime_copy(producer: Path, build_dir: Path) -> Path:
+    """``producer`` copied whole to ``build_dir``/runtime-palw/cuda (a temporary copy renamed)."""
+    copy = Path(build_dir) / RUNTIME_SUBDIR
+    partial = copy.with_name(f".{copy.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(producer, partial, symlinks=True)
+    shutil.rmtree(copy, ignore_errors=True)
+    partial.rename(copy)
+    return copy
 
 
 def _patched_tree(plan: Plan, tree: Path) -> Path:

@@ -52,9 +52,10 @@ class Toolchain:
         return identity
 
     def cmake_arguments(self) -> list[str]:
-        """Pin the very tools we checked, so CMake cannot pick others from PATH."""
+        """Pin the very tools we checked, so CMake cannot pick others from PATH (nor llama.cpp's
+        GGML_CCACHE a ccache of its own: the compile launcher is ours or none)."""
         arguments = [f"-DCMAKE_MAKE_PROGRAM={self.ninja}", f"-DCMAKE_C_COMPILER={self.cc}",
-                     f"-DCMAKE_CXX_COMPILER={self.cxx}"]
+                     f"-DCMAKE_CXX_COMPILER={self.cxx}", "-DGGML_CCACHE=OFF"]
         if self.nvcc:
             arguments.append(f"-DCMAKE_CUDA_COMPILER={self.nvcc}")
             if self.cuda_host_cxx:

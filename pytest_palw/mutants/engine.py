@@ -164,6 +164,18 @@ def configure_here(build_dir: Path, runtime_dir: Path | None = None) -> str | No
     return said
 
 
+def own_runtime_dir(build) -> Path:
+    """The producer tree the private build compiles: its own copy (builder/api.py: runtime_copy),
+    made now from this package's (the tree its cache key was taken from) for a build cached before
+    builds kept one. Configured to it once, the build no longer follows the checkout that made it."""
+    from pytest_palw.builder.api import runtime_copy
+    from pytest_palw.builder.config import RUNTIME_SUBDIR
+
+    build_dir = Path(build.manifest_path).parent
+    copy = build_dir / RUNTIME_SUBDIR
+    return copy if copy.is_dir() else runtime_copy(NATIVE_RUNTIME_DIR, build_dir)
+
+
 def rebuild(build_dir: Path, targets: list[str]) -> float:
     start = time.perf_counter()
     result = subprocess.run(["ninja", "-C", str(build_dir), *targets], capture_output=True, text=True)
@@ -429,9 +441,10 @@ def run(tier_name: str, *, lib: str | None = None, model: str | None = None, onl
     else:
         in_place = chosen
     if in_place:
-        # Our private build's cache key is this package's producer tree: compile against it, wherever
-        # the checkout that made the cached build was.
-        run_in_place(judge_, in_place, build, NATIVE_RUNTIME_DIR if tier_name == "cpu" and not lib else None)
+        # Our private build's cache key is this package's producer tree: compile against the build's own
+        # copy of it (made from this package's for a build cached before builds kept one), wherever the
+        # checkout that made the cached build was.
+        run_in_place(judge_, in_place, build, own_runtime_dir(build) if tier_name == "cpu" and not lib else None)
     summary = score(judge_.results, tier_name)
     print_table(judge_.results, summary)
     if json_path:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from pytest_palw import paths
 from pytest_palw.certificate.facts import runtime_statement
 
@@ -29,3 +31,43 @@ def test_a_missing_runtime_dir_is_one_line(tmp_path, run_palw):
     assert f"--runtime-dir {tmp_path / 'nowhere'} is not a directory" in result.stderr
     unpatched = run_palw("build", "--unpatched", "--runtime-dir", tmp_path)
     assert unpatched.returncode != 0 and "compiles no PALW runtime" in unpatched.stderr
+
+
+def _planned(tmp_path):
+    """A plan's two facts the copy reads: the producer as keyed, and the build's directory."""
+    from types import SimpleNamespace
+
+    from pytest_palw.builder.plan import native_runtime
+
+    producer = tmp_path / "vendor" / "runtime-palw" / "cuda"
+    shutil.copytree(paths.NATIVE_RUNTIME_DIR, producer, ignore=shutil.ignore_patterns("__pycache__"))
+    return producer, SimpleNamespace(build_dir=tmp_path / "builds" / "cpu-0123", native=native_runtime(producer))
+
+
+def test_the_build_compiles_its_own_copy_of_the_producer(tmp_path):
+    """At the same place relative to every build of the cache (ccache then serves a build of another
+    checkout), with the content the key was taken from."""
+    from pytest_palw.builder.api import _runtime_copy
+    from pytest_palw.builder.config import RUNTIME_SUBDIR
+    from pytest_palw.builder.plan import native_runtime
+
+    producer, plan = _planned(tmp_path)
+    (plan.build_dir / RUNTIME_SUBDIR).mkdir(parents=True)
+    (plan.build_dir / RUNTIME_SUBDIR / "left-over.h").write_text("from an interrupted build")
+    copy = _runtime_copy(plan)
+    assert copy == plan.build_dir / RUNTIME_SUBDIR
+    assert native_runtime(copy).sha256 == plan.native.sha256 == native_runtime(producer).sha256
+
+
+def test_a_producer_edited_after_planning_stops_the_build(tmp_path):
+    from pytest_palw.builder.api import _runtime_copy
+    from pytest_palw.builder.config import RUNTIME_HEADER, RUNTIME_SUBDIR
+    from pytest_palw.errors import BuildError
+
+    producer, plan = _planned(tmp_path)
+    header = producer / RUNTIME_HEADER
+    header.write_text(header.read_text() + "\n// edited after the key was taken\n")
+    with pytest.raises(BuildError) as stopped:
+        _runtime_copy(plan)
+    assert "\n" not in str(stopped.value) and str(producer) in str(stopped.value)
+    assert not (plan.build_dir / RUNTIME_SUBDIR).exists()

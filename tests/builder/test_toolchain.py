@@ -57,7 +57,10 @@ def test_ccache_found_compiles_through_it_into_the_palw_cache(monkeypatch, priva
     assert f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}" in arguments
     assert not any("CUDA_COMPILER_LAUNCHER" in argument for argument in arguments)
     monkeypatch.setenv(toolchain.CCACHE_SWITCH, "0")
-    assert not any("LAUNCHER" in argument for argument in toolchain.detect("cpu").cmake_arguments())
+    off = toolchain.detect("cpu").cmake_arguments()
+    assert not any("LAUNCHER" in argument for argument in off)
+    # llama.cpp's CMake would put a ccache it finds on PATH in front of every compile itself.
+    assert "-DGGML_CCACHE=OFF" in off and "-DGGML_CCACHE=OFF" in arguments
 
 
 def test_no_ccache_no_launcher(monkeypatch):

@@ -64,3 +64,22 @@ def test_a_build_whose_cmake_and_ninja_are_gone_is_reconfigured_and_rebuilt(tmp_
     assert current["PALW_CUDA_RUNTIME_DIR"] == str(here)
     rebuild(build, ["p"])  # ninja re-runs cmake (the edited CMakeLists) with the tools that exist
     assert (build / "libp.so").stat().st_mtime >= (project / "p.c").stat().st_mtime
+
+
+def test_the_private_build_compiles_its_own_producer_copy(tmp_path):
+    """A build made before builds kept their copy of runtime-palw/cuda gets one (this package's, its key's
+    tree), whole; a build with one keeps it: configure_here then finds nothing moved in a new checkout."""
+    from types import SimpleNamespace
+
+    from pytest_palw.builder.config import RUNTIME_SUBDIR
+    from pytest_palw.builder.plan import native_runtime
+    from pytest_palw.mutants.engine import own_runtime_dir
+    from pytest_palw.paths import NATIVE_RUNTIME_DIR
+
+    build = SimpleNamespace(manifest_path=tmp_path / "cpu-0123" / "palw-manifest.json")
+    copy = own_runtime_dir(build)
+    assert copy == tmp_path / "cpu-0123" / RUNTIME_SUBDIR
+    assert native_runtime(copy).sha256 == native_runtime(NATIVE_RUNTIME_DIR).sha256
+    assert [path.name for path in copy.parent.iterdir()] == ["cuda"]  # no partial copy left beside it
+    (copy / "kept.h").write_text("// the build's own\n")
+    assert own_runtime_dir(build) == copy and (copy / "kept.h").is_file()

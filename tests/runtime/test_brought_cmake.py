@@ -4,8 +4,9 @@ libraries and observer copied into a fresh directory with no manifest, certified
 patching); only the targets the CPU tier needs are compiled (libllama, libggml*, llama-palw-observer).
 
 With ccache on PATH the build compiles through it, as a vendor's CI may, with `palw build`'s
-settings (builder/toolchain.py) and laid out as a `palw build` is (source/ and build/ side by side in
-the pytest-palw cache): an object compiled alike from the same file is not compiled twice. What is
+settings (builder/toolchain.py) and laid out as a `palw build` is (source/, build/ and its copy of
+runtime-palw/cuda side by side in the pytest-palw cache): an object compiled alike from the same file
+is not compiled twice. What is
 linked, and how, is this plain cmake build's."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_palw.builder.config import RUNTIME_SUBDIR
 from pytest_palw.builder.toolchain import ccache_launcher, detect, require
 from pytest_palw.paths import NATIVE_RUNTIME_DIR, cache_dir
 
@@ -29,14 +31,14 @@ FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", "-DGGML_NATIVE=
          "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON")
 
 
-def plain_cmake_build(source: Path, build: Path) -> float:
-    """Configure and build ``source`` with cmake alone; returns the seconds it took."""
+def plain_cmake_build(source: Path, build: Path, runtime: Path) -> float:
+    """Configure and build ``source`` with cmake alone, its producer ``runtime``; returns the seconds it took."""
     started = time.monotonic()
     ccache = detect("cpu").ccache
     launcher = ";".join(ccache_launcher(ccache)) if ccache else None
     launchers = [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={launcher}" for lang in ("C", "CXX")] if launcher else []
     for command in ([str(require("cmake")), "-S", str(source), "-B", str(build), "-G", "Ninja",
-                     f"-DCMAKE_MAKE_PROGRAM={require('ninja')}", f"-DPALW_CUDA_RUNTIME_DIR={NATIVE_RUNTIME_DIR}",
+                     f"-DCMAKE_MAKE_PROGRAM={require('ninja')}", f"-DPALW_CUDA_RUNTIME_DIR={runtime}",
                      *FLAGS, *launchers],
                     [str(require("cmake")), "--build", str(build), "--target", *TARGETS]):
         result = subprocess.run(command, capture_output=True, text=True)
@@ -62,7 +64,8 @@ def test_a_plain_cmake_build_certifies_as_the_palw_build(cpu_build, tmp_path, ru
     work = Path(tempfile.mkdtemp(prefix="plain-cmake-", dir=cache_dir("test-builds")))  # beside builds/
     try:
         shutil.copytree(cpu_build.source_dir, work / "source", symlinks=True)
-        seconds = plain_cmake_build(work / "source", work / "build")
+        shutil.copytree(NATIVE_RUNTIME_DIR, work / RUNTIME_SUBDIR)
+        seconds = plain_cmake_build(work / "source", work / "build", work / RUNTIME_SUBDIR)
         print(f"plain cmake build of {', '.join(TARGETS)}: {seconds:.0f} s")
         vendor = tmp_path / "vendor" / "lib"  # what a vendor ships: no palw-manifest.json anywhere above
         vendor.mkdir(parents=True)
