@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,16 +26,23 @@ extern "C" int hello(long x) { std::cout << x << std::endl; return (int) std::to
 """
 
 
+def _static_wrapper(path: Path, compiler: Path, launcher: str = "") -> Path:
+    """``compiler "$@" -static-libstdc++`` for every link. A compile (``-c``: the flag only acts
+    when linking) runs the compiler as it is, through ``launcher`` (ccache) when given: its object
+    is the plain build's, so the whole build below compiles nothing anew and links everything anew."""
+    path.write_text(f'#!/bin/sh\ncase " $* " in *" -c "*) exec {launcher} {compiler} "$@" ;; esac\n'
+                    f'exec {compiler} "$@" -static-libstdc++\n')
+    path.chmod(0o755)
+    return path
+
+
 @pytest.fixture(scope="module")
 def static_cxx(tmp_path_factory) -> Path:
     """The wrapper measured in the issue: g++ "$@" -static-libstdc++."""
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("needs g++ (apt-get install g++)")
-    wrapper = tmp_path_factory.mktemp("toolchain") / "g++"
-    wrapper.write_text(f'#!/bin/sh\nexec {gxx} "$@" -static-libstdc++\n')
-    wrapper.chmod(0o755)
-    return wrapper
+    return _static_wrapper(tmp_path_factory.mktemp("toolchain") / "g++", Path(gxx))
 
 
 def _library(tmp_path: Path, cxx, *flags: str) -> Path:
@@ -67,17 +75,19 @@ def test_shared_libstdcxx_library_passes(tmp_path):
     assert check.needs_libstdcxx and check.ok
 
 
-def test_whole_build_with_the_static_wrapper(static_cxx, tmp_path, sdist_source):
+def test_whole_build_with_the_static_wrapper(tmp_path, sdist_source):
     """`palw build` with CXX/CC set to static-libstdc++ wrappers (a build of its own: the effective
     compiler is in the key, test_cache_key) passes the structure check and decodes `tiny` in Python."""
-    from pytest_palw.builder import api
+    from pytest_palw.builder import api, toolchain
     from pytest_palw.fixtures.models.catalog import ensure_model
 
-    gcc = shutil.which("gcc")
-    cc = static_cxx.with_name("gcc")
-    cc.write_text(f'#!/bin/sh\nexec {gcc} "$@" -static-libstdc++\n')
-    cc.chmod(0o755)
-    env = {"CXX": str(static_cxx), "CC": str(cc)}
+    plain = toolchain.detect("cpu")  # the CPU build's compilers and ccache: its objects are reused
+    launcher = " ".join(shlex.quote(part) for part in toolchain.ccache_launcher(plain.ccache)) if plain.ccache else ""
+    directory = tmp_path / "toolchain"
+    directory.mkdir()
+    env = {"CXX": str(_static_wrapper(directory / "g++", plain.cxx, launcher)),
+           "CC": str(_static_wrapper(directory / "gcc", plain.cc, launcher)),
+           toolchain.CCACHE_SWITCH: "0"}  # the wrappers launch ccache for compiles themselves
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     try:
