@@ -68,18 +68,36 @@ def test_a_build_whose_cmake_and_ninja_are_gone_is_reconfigured_and_rebuilt(tmp_
 
 def test_the_private_build_compiles_its_own_producer_copy(tmp_path):
     """A build made before builds kept their copy of runtime-palw/cuda gets one (this package's, its key's
-    tree), whole; a build with one keeps it: configure_here then finds nothing moved in a new checkout."""
+    tree), whole; a build whose copy is intact keeps it: configure_here then finds nothing moved in a new
+    checkout. A copy that differs from the key's tree (a byte flipped, its mtime kept; a file added) is
+    made again, never compiled into the runtime the mutants are judged on."""
+    import os
     from types import SimpleNamespace
 
-    from pytest_palw.builder.config import RUNTIME_SUBDIR
+    from pytest_palw.builder.config import RUNTIME_HEADER, RUNTIME_SUBDIR
     from pytest_palw.builder.plan import native_runtime
     from pytest_palw.mutants.engine import own_runtime_dir
     from pytest_palw.paths import NATIVE_RUNTIME_DIR
 
+    key = native_runtime(NATIVE_RUNTIME_DIR).sha256
     build = SimpleNamespace(manifest_path=tmp_path / "cpu-0123" / "palw-manifest.json")
     copy = own_runtime_dir(build)
     assert copy == tmp_path / "cpu-0123" / RUNTIME_SUBDIR
-    assert native_runtime(copy).sha256 == native_runtime(NATIVE_RUNTIME_DIR).sha256
+    assert native_runtime(copy).sha256 == key
     assert [path.name for path in copy.parent.iterdir()] == ["cuda"]  # no partial copy left beside it
-    (copy / "kept.h").write_text("// the build's own\n")
-    assert own_runtime_dir(build) == copy and (copy / "kept.h").is_file()
+    inode = copy.stat().st_ino
+    assert own_runtime_dir(build) == copy and copy.stat().st_ino == inode  # intact: kept as it is
+
+    header = copy / RUNTIME_HEADER
+    stat = header.stat()
+    data = bytearray(header.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    header.write_bytes(bytes(data))
+    os.utime(header, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert native_runtime(copy).sha256 != key
+    assert own_runtime_dir(build) == copy and native_runtime(copy).sha256 == key
+
+    (copy / "extra.h").write_text("// not the key's\n")
+    assert own_runtime_dir(build) == copy and not (copy / "extra.h").exists()
+    assert native_runtime(copy).sha256 == key
+    assert [path.name for path in copy.parent.iterdir()] == ["cuda"]
