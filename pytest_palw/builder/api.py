@@ -217,10 +217,15 @@ def runtime_copy(producer: Path, build_dir: Path) -> Path:
     """``producer`` copied whole to ``build_dir``/runtime-palw/cuda (a temporary copy renamed)."""
     copy = Path(build_dir) / RUNTIME_SUBDIR
     partial = copy.with_name(f".{copy.name}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(producer, partial, symlinks=True)
-    shutil.rmtree(copy, ignore_errors=True)
-    partial.rename(copy)
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(producer, partial, symlinks=True)
+        shutil.rmtree(copy, ignore_errors=True)
+        partial.rename(copy)
+    except OSError as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise BuildError(f"cannot copy the producer {producer} to {copy.parent} ({error.strerror or error}): "
+                         "free space there or make it writable, then run `palw build` again") from None
     return copy
 
 

@@ -71,3 +71,19 @@ def test_a_producer_edited_after_planning_stops_the_build(tmp_path):
         _runtime_copy(plan)
     assert "\n" not in str(stopped.value) and str(producer) in str(stopped.value)
     assert not (plan.build_dir / RUNTIME_SUBDIR).exists()
+
+
+def test_a_copy_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
+    """The copy's place unwritable (here a file where its folder goes; a full disk fails the same
+    copy with ENOSPC): a BuildError naming the place and the fix, no partial copy left."""
+    from pytest_palw.builder.api import runtime_copy
+    from pytest_palw.errors import BuildError
+
+    build_dir = tmp_path / "cpu-0123"
+    build_dir.mkdir()
+    (build_dir / "runtime-palw").write_text("a file where the copy's folder goes\n")
+    with pytest.raises(BuildError) as raised:
+        runtime_copy(paths.NATIVE_RUNTIME_DIR, build_dir)
+    message = str(raised.value)
+    assert "\n" not in message and str(build_dir / "runtime-palw") in message and "palw build" in message
+    assert sorted(path.name for path in build_dir.iterdir()) == ["runtime-palw"]
