@@ -131,7 +131,8 @@ def _build(plan: Plan, *, force: bool, jobs: int | None, install_binding: bool) 
         check_pinned_cc_supported(source_dir)
     build_dir = plan.build_dir / BUILD_SUBDIR
     forget_moved_configuration(build_dir, source_dir)
-    runtime_dir = _runtime_copy(plan) if plan.config.trace else plan.native.path
+    runtime_dir = (runtime_copy(plan.native.path, plan.build_dir, plan.native.sha256) if plan.config.trace
+                   else plan.native.path)
     cmake_flags = plan.config.cmake_flags(runtime_dir)
     run_logged([str(plan.toolchain.cmake), "-S", str(source_dir), "-B", str(build_dir), "-G", "Ninja",
                 *plan.toolchain.cmake_arguments(), *cmake_flags],
@@ -200,22 +201,16 @@ def forget_moved_configuration(build_dir: Path, source_dir: Path) -> None:
     shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
 
 
-def _runtime_copy(plan: Plan) -> Path:
-    """The build's own copy of the producer (runtime-palw/cuda), the one CMake compiles: checked
-    against the digest the key was taken from, so an edit after planning stops the build instead
-    of slipping in. Inside the build, its path is the same relative to every build of the cache:
-    ccache serves a build of another checkout (a new CI clone) the objects already compiled."""
-    copy = runtime_copy(plan.native.path, plan.build_dir)
-    if native_runtime(copy).sha256 != plan.native.sha256:
-        shutil.rmtree(copy, ignore_errors=True)
-        raise BuildError(f"{plan.native.path} changed while `palw build` planned (its digest is the cache "
-                         "key's): run the build again once it is stable")
-    return copy
-
-
-def runtime_copy(producer: Path, build_dir: Path) -> Path:
-    """``producer`` copied whole to ``build_dir``/runtime-palw/cuda (a temporary copy renamed)."""
+def runtime_copy(producer: Path, build_dir: Path, sha256: str) -> Path:
+    """The build's own copy of the producer (``build_dir``/runtime-palw/cuda), the one CMake compiles:
+    kept while its tree digest is ``sha256`` (the cache key's), else ``producer`` copied whole (a
+    temporary copy renamed) and checked against it, so neither an edit after planning nor a changed
+    copy (a byte flipped, a file added) slips in. Inside the build, its path is the same relative to
+    every build of the cache: ccache serves a build of another checkout (a new CI clone) the objects
+    already compiled."""
     copy = Path(build_dir) / RUNTIME_SUBDIR
+    if copy.is_dir() and native_runtime(copy).sha256 == sha256:
+        return copy
     partial = copy.with_name(f".{copy.name}.partial")
     try:
         shutil.rmtree(partial, ignore_errors=True)
@@ -226,6 +221,10 @@ def runtime_copy(producer: Path, build_dir: Path) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         raise BuildError(f"cannot copy the producer {producer} to {copy.parent} ({error.strerror or error}): "
                          "free space there or make it writable, then run `palw build` again") from None
+    if native_runtime(copy).sha256 != sha256:
+        shutil.rmtree(copy, ignore_errors=True)
+        raise BuildError(f"{producer} changed while `palw build` planned (its digest is the cache key's): "
+                         "run the build again once it is stable")
     return copy
 
 

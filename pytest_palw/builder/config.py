@@ -12,7 +12,7 @@ VARIANTS = ("cpu", "cuda")
 DEFAULT_CUDA_ARCH = "89;90"
 # The header every trace build includes; the CUDA build also compiles these sources.
 RUNTIME_HEADER = "palw_cuda_llama_mmvq.h"
-RUNTIME_SUBDIR = "runtime-palw/cuda"  # a build's own copy of the producer it compiles (api._runtime_copy)
+RUNTIME_SUBDIR = "runtime-palw/cuda"  # a build's own copy of the producer it compiles (api.runtime_copy)
 CUDA_RUNTIME_SOURCES = ("producer_accumulator.cu", "producer_contract.cpp", "record_codec.cpp")
 
 # The same for every build: shared libs, portable code, nothing we do not need.

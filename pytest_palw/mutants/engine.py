@@ -165,19 +165,13 @@ def configure_here(build_dir: Path, runtime_dir: Path | None = None) -> str | No
 
 
 def own_runtime_dir(build) -> Path:
-    """The producer tree the private build compiles: its own copy (builder/api.py: runtime_copy), kept
-    while it reads as this package's tree (the one its cache key was taken from), else made again from
-    it: a build cached before builds kept one, or a copy changed since (a byte flipped, a file added).
-    Configured to it once, the build no longer follows the checkout that made it."""
+    """The producer tree the private build compiles: its own copy (builder/api.py: runtime_copy) of this
+    package's tree, the one its cache key was taken from. Configured to it once, the build no longer
+    follows the checkout that made it."""
     from pytest_palw.builder.api import runtime_copy
-    from pytest_palw.builder.config import RUNTIME_SUBDIR
     from pytest_palw.builder.plan import native_runtime
 
-    build_dir = Path(build.manifest_path).parent
-    copy = build_dir / RUNTIME_SUBDIR
-    if copy.is_dir() and native_runtime(copy).sha256 == native_runtime(NATIVE_RUNTIME_DIR).sha256:
-        return copy
-    return runtime_copy(NATIVE_RUNTIME_DIR, build_dir)
+    return runtime_copy(NATIVE_RUNTIME_DIR, Path(build.manifest_path).parent, native_runtime(NATIVE_RUNTIME_DIR).sha256)
 
 
 def rebuild(build_dir: Path, targets: list[str]) -> float:

@@ -47,20 +47,20 @@ def _planned(tmp_path):
 def test_the_build_compiles_its_own_copy_of_the_producer(tmp_path):
     """At the same place relative to every build of the cache (ccache then serves a build of another
     checkout), with the content the key was taken from."""
-    from pytest_palw.builder.api import _runtime_copy
+    from pytest_palw.builder.api import runtime_copy
     from pytest_palw.builder.config import RUNTIME_SUBDIR
     from pytest_palw.builder.plan import native_runtime
 
     producer, plan = _planned(tmp_path)
     (plan.build_dir / RUNTIME_SUBDIR).mkdir(parents=True)
     (plan.build_dir / RUNTIME_SUBDIR / "left-over.h").write_text("from an interrupted build")
-    copy = _runtime_copy(plan)
+    copy = runtime_copy(producer, plan.build_dir, plan.native.sha256)
     assert copy == plan.build_dir / RUNTIME_SUBDIR
     assert native_runtime(copy).sha256 == plan.native.sha256 == native_runtime(producer).sha256
 
 
 def test_a_producer_edited_after_planning_stops_the_build(tmp_path):
-    from pytest_palw.builder.api import _runtime_copy
+    from pytest_palw.builder.api import runtime_copy
     from pytest_palw.builder.config import RUNTIME_HEADER, RUNTIME_SUBDIR
     from pytest_palw.errors import BuildError
 
@@ -68,7 +68,7 @@ def test_a_producer_edited_after_planning_stops_the_build(tmp_path):
     header = producer / RUNTIME_HEADER
     header.write_text(header.read_text() + "\n// edited after the key was taken\n")
     with pytest.raises(BuildError) as stopped:
-        _runtime_copy(plan)
+        runtime_copy(producer, plan.build_dir, plan.native.sha256)
     assert "\n" not in str(stopped.value) and str(producer) in str(stopped.value)
     assert not (plan.build_dir / RUNTIME_SUBDIR).exists()
 
@@ -77,13 +77,14 @@ def test_a_copy_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
     """The copy's place unwritable (here a file where its folder goes; a full disk fails the same
     copy with ENOSPC): a BuildError naming the place and the fix, no partial copy left."""
     from pytest_palw.builder.api import runtime_copy
+    from pytest_palw.builder.plan import native_runtime
     from pytest_palw.errors import BuildError
 
     build_dir = tmp_path / "cpu-0123"
     build_dir.mkdir()
     (build_dir / "runtime-palw").write_text("a file where the copy's folder goes\n")
     with pytest.raises(BuildError) as raised:
-        runtime_copy(paths.NATIVE_RUNTIME_DIR, build_dir)
+        runtime_copy(paths.NATIVE_RUNTIME_DIR, build_dir, native_runtime(paths.NATIVE_RUNTIME_DIR).sha256)
     message = str(raised.value)
     assert "\n" not in message and str(build_dir / "runtime-palw") in message and "palw build" in message
     assert sorted(path.name for path in build_dir.iterdir()) == ["runtime-palw"]
