@@ -70,9 +70,10 @@ def judge(inventory, cases: dict, run: RunFacts, states: dict[str, CaseState] | 
         ids = by_state[CaseState.CRASHED]
         reasons.append(f"{len(ids)} case(s) crashed their worker (first: {_first(ids)})")
     expected_ids = set(inventory.ids) if inventory is not None else set()
+    required_ids = set(required)
     failed = list(by_state.get(CaseState.FAILED, []))
     failed += sorted(case_id for case_id in cases  # exempt and outside the inventory
-                     if case_id not in required and states[case_id] in (CaseState.FAILED, CaseState.CRASHED))
+                     if case_id not in required_ids and states[case_id] in (CaseState.FAILED, CaseState.CRASHED))
     if failed:
         reasons.append(f"{len(failed)} case(s) failed (first: {_first(failed)})")
     outside = sorted(set(cases) - expected_ids)

@@ -218,6 +218,23 @@ class Cycle:
 def pytest_sessionfinish(session):
     Cycle()
 ''',
+    # garbage that fails in __del__, left by the cases where only an explicit collection finds it
+    "toy_unraisable_in_run": '''
+import gc
+
+
+class Cycle:
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        raise RuntimeError("an error in a case's garbage")
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    gc.disable()  # no automatic collection: pytest's at the end (or palw's before it) must find it
+    Cycle()
+''',
     # changes the exit status in one of pytest's last cleanups
     "toy_exit_in_cleanup": '''
 SESSION = []
@@ -488,6 +505,24 @@ def test_palw_certify_judges_with_the_code_pytest_returned(toy, pytester):
     verdict = json.loads(certificate.read_text())["verdict"]
     assert verdict["certified"] is False and verdict["passed"] == TOY_CASES, verdict
     assert any(reason.startswith(("pytest raised", "pytest exited with status")) for reason in verdict["reasons"])
+
+
+def test_palw_certify_still_collects_the_run_s_garbage(toy, pytester):
+    """`palw certify` keeps the cyclic collector off what its run leaves (speed), but only after one
+    collection at the session's end: an error in the __del__ of a case's garbage still reaches
+    pytest (here -W error makes it fail the run), as it does in plain pytest."""
+    toy()  # writes nothing we use: only sets the directory up
+    certificate = pytester.path / "certified.json"
+    run = ("import sys, palw_toy_stub\nfrom pytest_palw.cli import main\n"
+           f"sys.exit(main(['certify', '--require-certified', '--certificate', {str(certificate)!r}, '--', "
+           "'-p', 'palw_toy_stub', '-p', 'no:cacheprovider', '-p', 'toy_unraisable_in_run', '-W', "
+           "'error::pytest.PytestUnraisableExceptionWarning']))")
+    result = pytester.run(sys.executable, "-c", run, timeout=300)
+    assert result.ret != 0
+    verdict = json.loads(certificate.read_text())["verdict"]
+    assert verdict["certified"] is False and verdict["passed"] == TOY_CASES, verdict
+    assert any("pytest raised ExceptionGroup after the session: multiple unraisable exception warnings "
+               f"({TOY_CASES + 1} sub-exceptions)" in reason for reason in verdict["reasons"]), verdict["reasons"]
 
 
 def test_assert_statements_stripped_are_refused(toy, monkeypatch):
