@@ -47,10 +47,10 @@ def read_profile(path: Path) -> Profile:
 
 
 def _parse_profile(path: Path) -> dict:
-    from gguf import GGUFReader  # imported late: numpy-heavy
+    from pytest_palw.fixtures.models.gguf_read import read_gguf  # imported late: numpy-heavy
 
     try:
-        reader = GGUFReader(path, "r")
+        reader = read_gguf(path, "r")
     except Exception as error:  # gguf raises ValueError/struct.error/... on damaged files
         raise ModelProfileError(f"{path} is not a readable GGUF ({type(error).__name__}: {error}): "
                                 "the file is truncated or damaged; re-download or regenerate it") from None
