@@ -122,7 +122,7 @@ class RuntimeBuild:
             return cls(
                 lib_dir=lib_dir,
                 source_dir=Path(data["source_dir"]),
-                runtime_dir=recorded_runtime_dir(data["inputs"]["native"]),
+                runtime_dir=recorded_runtime_dir(data["inputs"]["native"], Path(path).parent),
                 binding_python_path=Path(data["binding_python_path"]) if data.get("binding_python_path") else None,
                 variant=data["variant"],
                 pinned_cc=data.get("pinned_cc"),
@@ -171,21 +171,26 @@ class RuntimeBuild:
         return cls.brought(location, tools_dir, headers_dir, hook_sha256, source)
 
 
-def recorded_runtime_dir(native: dict) -> Path:
-    """The native runtime (runtime-palw/cuda) a build was compiled with, as its manifest records it.
+def recorded_runtime_dir(native: dict, build_dir: Path) -> Path:
+    """The native runtime (runtime-palw/cuda) a build was compiled with: the first tree whose digest is
+    the one its manifest records, of the build's own copy (``build_dir``/runtime-palw/cuda, the one
+    CMake compiled: builder/api.py runtime_copy), the recorded directory, and this installation's.
 
-    A build is cached by content, so another installation with the same sources (a wheel
-    install, another clone) reuses it. When the recorded directory is gone (the clone it was
-    built from was removed), this installation's own copy stands in if its digest is the one
-    recorded; otherwise the recorded path stays, and what reads it says it is missing.
+    A build is cached by content, so another installation with the same sources (a wheel install,
+    another clone) reuses it; the clone that built it may since be removed, or edited. With no digest
+    recorded, or none of them matching, the recorded path stays, and what reads it says what is wrong.
     """
     recorded = Path(native["path"])
-    if recorded.is_dir() or not native.get("sha256"):
+    if not native.get("sha256"):
         return recorded
+    from pytest_palw.builder.config import RUNTIME_SUBDIR
     from pytest_palw.builder.plan import native_runtime
 
-    installed = native_runtime()
-    return installed.path if installed.sha256 == native["sha256"] else recorded
+    for candidate in (Path(build_dir) / RUNTIME_SUBDIR, recorded, None):
+        tree = native_runtime(candidate) if candidate is None or candidate.is_dir() else None
+        if tree is not None and tree.sha256 == native["sha256"]:
+            return tree.path if candidate is None else candidate
+    return recorded
 
 
 class LogSink:
