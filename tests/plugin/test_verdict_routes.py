@@ -222,13 +222,7 @@ def pytest_sessionfinish(session):
     "toy_unraisable_in_run": '''
 import gc
 
-
-class Cycle:
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        raise RuntimeError("an error in a case's garbage")
+from toy_unraisable import Cycle  # the module only: its hook is not registered
 
 
 def pytest_runtest_logfinish(nodeid, location):
@@ -491,18 +485,24 @@ def test_an_exit_status_changed_after_the_verdict_is_refused(toy, plugin, status
     assert document["exit_status"] == status
 
 
-def test_palw_certify_judges_with_the_code_pytest_returned(toy, pytester):
-    """pytest can still fail after the session's last hook (-W error and an error at shutdown):
-    `palw certify` judges again with what pytest.main returned or raised."""
+def _certify_with_unraisable_as_error(toy, pytester, plugin):
+    """`palw certify` on the toy suite with ``plugin`` and -W error for unraisable exceptions: (result,
+    verdict)."""
     toy()  # writes nothing we use: only sets the directory up
     certificate = pytester.path / "certified.json"
     run = ("import sys, palw_toy_stub\nfrom pytest_palw.cli import main\n"
            f"sys.exit(main(['certify', '--require-certified', '--certificate', {str(certificate)!r}, '--', "
-           "'-p', 'palw_toy_stub', '-p', 'no:cacheprovider', '-p', 'toy_unraisable', '-W', "
+           f"'-p', 'palw_toy_stub', '-p', 'no:cacheprovider', '-p', {plugin!r}, '-W', "
            "'error::pytest.PytestUnraisableExceptionWarning']))")
     result = pytester.run(sys.executable, "-c", run, timeout=300)
+    return result, json.loads(certificate.read_text())["verdict"]
+
+
+def test_palw_certify_judges_with_the_code_pytest_returned(toy, pytester):
+    """pytest can still fail after the session's last hook (-W error and an error at shutdown):
+    `palw certify` judges again with what pytest.main returned or raised."""
+    result, verdict = _certify_with_unraisable_as_error(toy, pytester, "toy_unraisable")
     assert result.ret != 0
-    verdict = json.loads(certificate.read_text())["verdict"]
     assert verdict["certified"] is False and verdict["passed"] == TOY_CASES, verdict
     assert any(reason.startswith(("pytest raised", "pytest exited with status")) for reason in verdict["reasons"])
 
@@ -511,15 +511,8 @@ def test_palw_certify_still_collects_the_run_s_garbage(toy, pytester):
     """`palw certify` keeps the cyclic collector off what its run leaves (speed), but only after one
     collection at the session's end: an error in the __del__ of a case's garbage still reaches
     pytest (here -W error makes it fail the run), as it does in plain pytest."""
-    toy()  # writes nothing we use: only sets the directory up
-    certificate = pytester.path / "certified.json"
-    run = ("import sys, palw_toy_stub\nfrom pytest_palw.cli import main\n"
-           f"sys.exit(main(['certify', '--require-certified', '--certificate', {str(certificate)!r}, '--', "
-           "'-p', 'palw_toy_stub', '-p', 'no:cacheprovider', '-p', 'toy_unraisable_in_run', '-W', "
-           "'error::pytest.PytestUnraisableExceptionWarning']))")
-    result = pytester.run(sys.executable, "-c", run, timeout=300)
+    result, verdict = _certify_with_unraisable_as_error(toy, pytester, "toy_unraisable_in_run")
     assert result.ret != 0
-    verdict = json.loads(certificate.read_text())["verdict"]
     assert verdict["certified"] is False and verdict["passed"] == TOY_CASES, verdict
     assert any("pytest raised ExceptionGroup after the session: multiple unraisable exception warnings "
                f"({TOY_CASES + 1} sub-exceptions)" in reason for reason in verdict["reasons"]), verdict["reasons"]
