@@ -225,15 +225,21 @@ def tree_files(root: Path) -> list[str]:
 
 
 def tree_file_digests(root: Path) -> dict[str, str]:
-    """``{relative path: sha256}``; a symlink counts as its target text, not the target file."""
+    """``{relative path: sha256}``; a symlink counts as its target text, not the target file, and
+    anything else that is not a regular file (a named pipe, a socket, a device) as its kind: it is
+    never opened (a pipe opened for reading waits for a writer). Names and link targets count as their
+    bytes, whatever their encoding."""
     root = Path(root)
     digests = {}
     for name in tree_files(root):
         path = root / name
-        if path.is_symlink():
-            digests[name] = sha256_bytes(b"symlink:" + os.readlink(path).encode())
-        else:
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            digests[name] = sha256_bytes(b"symlink:" + os.fsencode(os.readlink(path)))
+        elif stat.S_ISREG(mode):
             digests[name] = sha256_file(path)
+        else:
+            digests[name] = sha256_bytes(b"special:%o" % stat.S_IFMT(mode))
     return digests
 
 
@@ -242,7 +248,7 @@ def tree_digest(root: Path, file_digests: dict[str, str] | None = None) -> str:
     file_digests = tree_file_digests(root) if file_digests is None else file_digests
     digest = hashlib.sha256()
     for name in sorted(file_digests):
-        digest.update(name.encode() + b"\0" + file_digests[name].encode() + b"\n")
+        digest.update(os.fsencode(name) + b"\0" + file_digests[name].encode() + b"\n")
     return digest.hexdigest()
 
 

@@ -79,3 +79,51 @@ def test_a_stream_hashes_what_is_left_to_read_from_its_position(tmp_path):
 def test_a_stream_without_a_file_descriptor_is_read_through():
     data = os.urandom(3 * CHUNK + 17)
     assert sha256_stream(io.BytesIO(data)) == hashlib.sha256(data).hexdigest()
+
+
+# -- a tree's digest (a build's producer copy, the native runtime: cache keys) -----------------------
+
+
+def _tree(tmp_path):
+    from pytest_palw.cache import tree_digest
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "a.h").write_text("int a;\n")
+    return root, tree_digest(root)
+
+
+def test_a_fifo_in_a_tree_changes_its_digest_without_being_read(tmp_path):
+    """A named pipe added to a tree is a change: counted by its kind, never opened (opening one for
+    reading waits for a writer forever)."""
+    from pytest_palw.cache import tree_digest
+
+    root, before = _tree(tmp_path)
+    os.mkfifo(root / "extra.h")
+    assert tree_digest(root) != before
+
+
+def test_a_file_name_that_is_not_utf8_is_hashed_by_its_bytes(tmp_path):
+    from pytest_palw.cache import tree_digest
+
+    root, before = _tree(tmp_path)
+    (root / os.fsdecode(b"\xff.h")).write_text("int b;\n")
+    os.symlink(os.fsdecode(b"\xfe-target"), root / "link.h")
+    after = tree_digest(root)
+    assert after != before
+    (root / os.fsdecode(b"\xff.h")).rename(root / os.fsdecode(b"\xfd.h"))
+    assert tree_digest(root) not in (before, after)
+
+
+def test_a_utf8_tree_keeps_the_digest_it_had(tmp_path):
+    """Names are hashed as their bytes: for UTF-8 names the same bytes as before, so no cache key moves."""
+    import hashlib as _hashlib
+
+    from pytest_palw.cache import sha256_file, tree_digest
+
+    root, before = _tree(tmp_path)
+    (root / "é.h").write_text("int c;\n")
+    expected = _hashlib.sha256()
+    for name in sorted(["a.h", "é.h"]):
+        expected.update(name.encode() + b"\0" + sha256_file(root / name).encode() + b"\n")
+    assert tree_digest(root) == expected.hexdigest()

@@ -187,7 +187,10 @@ def recorded_runtime_dir(native: dict, build_dir: Path) -> Path:
     from pytest_palw.builder.plan import native_runtime
 
     for candidate in (Path(build_dir) / RUNTIME_SUBDIR, recorded, None):
-        tree = native_runtime(candidate) if candidate is None or candidate.is_dir() else None
+        try:
+            tree = native_runtime(candidate) if candidate is None or candidate.is_dir() else None
+        except OSError:  # unreadable here, or changed while read: not the tree with that digest
+            continue
         if tree is not None and tree.sha256 == native["sha256"]:
             return tree.path if candidate is None else candidate
     return recorded

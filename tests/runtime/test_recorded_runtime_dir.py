@@ -50,3 +50,30 @@ def test_with_nothing_that_matches_the_recorded_path_stays(tmp_path):
     assert recorded_runtime_dir(native, build_dir) == clone
     shutil.rmtree(clone)
     assert recorded_runtime_dir(native, build_dir) == clone
+
+
+def test_a_pipe_in_the_build_s_copy_is_a_change_not_a_hang(tmp_path):
+    """A named pipe added to the build's copy: the copy no longer has the recorded digest (it is not
+    read: reading one waits forever), so the recorded tree is read."""
+    import os
+
+    native, clone, build_dir = _build(tmp_path)
+    os.mkfifo(build_dir / RUNTIME_SUBDIR / "extra.h")
+    assert recorded_runtime_dir(native, build_dir) == clone
+
+
+def test_a_copy_that_cannot_be_read_is_passed_over(tmp_path, monkeypatch):
+    """An OSError while hashing a candidate (a file unreadable to this user, removed meanwhile) passes
+    it over, as a digest that does not match would, instead of stopping the session with a traceback."""
+    from pytest_palw.builder import plan
+
+    native, clone, build_dir = _build(tmp_path)
+    hashed = plan.native_runtime
+
+    def unreadable_copy(directory=None):
+        if directory == build_dir / RUNTIME_SUBDIR:
+            raise PermissionError(13, "Permission denied", str(directory / "record_codec.cpp"))
+        return hashed(directory)
+
+    monkeypatch.setattr(plan, "native_runtime", unreadable_copy)
+    assert recorded_runtime_dir(native, build_dir) == clone
