@@ -117,13 +117,11 @@ def test_a_file_name_that_is_not_utf8_is_hashed_by_its_bytes(tmp_path):
 
 def test_a_utf8_tree_keeps_the_digest_it_had(tmp_path):
     """Names are hashed as their bytes: for UTF-8 names the same bytes as before, so no cache key moves."""
-    import hashlib as _hashlib
-
-    from pytest_palw.cache import sha256_file, tree_digest
+    from pytest_palw.cache import tree_digest
 
     root, before = _tree(tmp_path)
     (root / "é.h").write_text("int c;\n")
-    expected = _hashlib.sha256()
+    expected = hashlib.sha256()
     for name in sorted(["a.h", "é.h"]):
         expected.update(name.encode() + b"\0" + sha256_file(root / name).encode() + b"\n")
     assert tree_digest(root) == expected.hexdigest()

@@ -185,14 +185,15 @@ def recorded_runtime_dir(native: dict, build_dir: Path) -> Path:
         return recorded
     from pytest_palw.builder.config import RUNTIME_SUBDIR
     from pytest_palw.builder.plan import native_runtime
+    from pytest_palw.paths import NATIVE_RUNTIME_DIR
 
-    for candidate in (Path(build_dir) / RUNTIME_SUBDIR, recorded, None):
+    for candidate in (Path(build_dir) / RUNTIME_SUBDIR, recorded, NATIVE_RUNTIME_DIR):
         try:
-            tree = native_runtime(candidate) if candidate is None or candidate.is_dir() else None
+            tree = native_runtime(candidate)  # a directory that is not there: the empty tree's digest
         except OSError:  # unreadable here, or changed while read: not the tree with that digest
             continue
-        if tree is not None and tree.sha256 == native["sha256"]:
-            return tree.path if candidate is None else candidate
+        if tree.sha256 == native["sha256"]:
+            return tree.path
     return recorded
 
 

@@ -4,6 +4,7 @@ copy."""
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from pytest_palw.builder.config import RUNTIME_SUBDIR
@@ -55,8 +56,6 @@ def test_with_nothing_that_matches_the_recorded_path_stays(tmp_path):
 def test_a_pipe_in_the_build_s_copy_is_a_change_not_a_hang(tmp_path):
     """A named pipe added to the build's copy: the copy no longer has the recorded digest (it is not
     read: reading one waits forever), so the recorded tree is read."""
-    import os
-
     native, clone, build_dir = _build(tmp_path)
     os.mkfifo(build_dir / RUNTIME_SUBDIR / "extra.h")
     assert recorded_runtime_dir(native, build_dir) == clone
